@@ -1,0 +1,201 @@
+#!/usr/bin/env bash
+# Installs everything FusedLinear needs on a Debian bookworm machine, idempotently:
+#   1. Debian binary packages (compilers, CMake, Ninja, GoogleTest, Google Benchmark, BLAS/LAPACK);
+#   2. deb-src entries derived from the machine's own apt sources (no host is named here);
+#   3. Kokkos 3.4.01 and Kokkos Kernels 3.4.01 from Debian's trilinos 13.2.0 *source* package,
+#      patched (cmake/patches) and installed into a cache prefix outside the repository, one
+#      prefix per configuration, rebuilt only when the version or the configuration changes.
+#
+# Usage: scripts/setup.sh [host] [cuda]        (default: host)
+#   host  Kokkos with OpenMP + Serial, Kokkos Kernels with the host BLAS/LAPACK TPLs.
+#   cuda  Kokkos with CUDA (sm_90, Hopper) + OpenMP + Serial through nvcc_wrapper, Kokkos Kernels
+#         with cuBLAS and host BLAS/LAPACK. Needs nvcc (CUDA 13) but no GPU.
+# Environment:
+#   FUSED_LINEAR_DEPS_DIR  cache root (default: ~/.cache/fused-linear)
+#   CUDA_HOME              CUDA toolkit (default: /usr/local/cuda)
+# Prints "<config>=<prefix>" for each configuration on its last lines.
+set -euo pipefail
+
+readonly TRILINOS_VERSION=13.2.0
+readonly KOKKOS_VERSION=3.4.01
+readonly REPO_ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+readonly DEPS_DIR="${FUSED_LINEAR_DEPS_DIR:-${HOME}/.cache/fused-linear}"
+readonly CUDA_HOME="${CUDA_HOME:-/usr/local/cuda}"
+readonly JOBS="$(nproc)"
+readonly PATCH="${REPO_ROOT}/cmake/patches/kokkos-${KOKKOS_VERSION}-cuda13-hopper.patch"
+
+log() { printf '[setup] %s\n' "$*" >&2; }
+die() { printf '[setup] error: %s\n' "$*" >&2; exit 1; }
+
+as_root() {
+  if [ "$(id -u)" -eq 0 ]; then "$@"
+  elif command -v sudo >/dev/null; then sudo "$@"
+  else die "'$*' needs root (run as root or install sudo)"; fi
+}
+
+configs=("$@")
+[ "${#configs[@]}" -gt 0 ] || configs=(host)
+for c in "${configs[@]}"; do
+  case "$c" in host|cuda) ;; *) die "unknown configuration '$c' (expected host or cuda)";; esac
+done
+
+# ---------------------------------------------------------------- 1. Debian binary packages
+readonly PACKAGES=(build-essential cmake ninja-build git ca-certificates xz-utils patch
+                   googletest libgtest-dev libbenchmark-dev libblas-dev liblapack-dev)
+apt_updated=0
+apt_update_once() {
+  if [ "$apt_updated" -eq 0 ]; then
+    log "apt-get update"
+    as_root apt-get update -qq
+    apt_updated=1
+  fi
+}
+missing=()
+for p in "${PACKAGES[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if [ "${#missing[@]}" -gt 0 ]; then
+  apt_update_once
+  log "installing ${missing[*]}"
+  as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
+    "${missing[@]}" >/dev/null
+fi
+
+# ---------------------------------------------------------------- 2. deb-src from existing sources
+# Copy every binary ("deb") source the machine already uses into a matching "deb-src" entry, so the
+# source package comes from the same mirror, suite and keyring as the binaries.
+readonly SRC_LIST=/etc/apt/sources.list.d/fused-linear-deb-src
+enable_deb_src() {
+  local tmp; tmp="$(mktemp -d)"
+  shopt -s nullglob
+  for f in /etc/apt/sources.list.d/*.sources; do
+    case "$f" in "${SRC_LIST}.sources") continue;; esac
+    # deb822 stanzas are separated by blank lines; keep those whose Types include "deb".
+    awk 'BEGIN { RS = ""; ORS = "\n\n" }
+         /(^|\n)Types:[^\n]*(^|[ \t])deb([ \t]|\n|$)/ {
+           if ($0 ~ /(^|\n)Enabled:[ \t]*no/) next
+           gsub(/(^|\n)Types:[^\n]*/, "\nTypes: deb-src"); sub(/^\n/, ""); print }' "$f" \
+      >> "$tmp/src.sources"
+  done
+  for f in /etc/apt/sources.list /etc/apt/sources.list.d/*.list; do
+    [ -f "$f" ] || continue
+    case "$f" in "${SRC_LIST}.list") continue;; esac
+    sed -n -E 's/^[[:space:]]*deb([[:space:]])/deb-src\1/p' "$f" >> "$tmp/src.list"
+  done
+  shopt -u nullglob
+  [ -s "$tmp/src.sources" ] && as_root install -m 644 "$tmp/src.sources" "${SRC_LIST}.sources"
+  [ -s "$tmp/src.list" ] && as_root install -m 644 "$tmp/src.list" "${SRC_LIST}.list"
+  rm -rf "$tmp"
+  as_root apt-get update -qq
+  apt_updated=1
+}
+
+# ---------------------------------------------------------------- 3. Kokkos sources
+readonly SRC_DIR="${DEPS_DIR}/src/trilinos-${TRILINOS_VERSION}"
+readonly PATCH_HASH="$(sha256sum "$PATCH" | cut -c1-12)"
+readonly KOKKOS_SRC="${SRC_DIR}/kokkos-${KOKKOS_VERSION}-${PATCH_HASH}"
+readonly KERNELS_SRC="${SRC_DIR}/kokkos-kernels-${KOKKOS_VERSION}"
+
+fetch_sources() {
+  mkdir -p "$SRC_DIR"
+  local tarball="${SRC_DIR}/trilinos_${TRILINOS_VERSION}.orig.tar.gz"
+  if [ ! -f "$tarball" ]; then
+    if ! apt-cache showsrc trilinos 2>/dev/null | grep -q "^Version: ${TRILINOS_VERSION}"; then
+      log "enabling deb-src entries derived from the existing apt sources"
+      enable_deb_src
+    fi
+    apt-cache showsrc trilinos 2>/dev/null | grep -q "^Version: ${TRILINOS_VERSION}" ||
+      die "Debian's source package trilinos ${TRILINOS_VERSION} is not available from apt"
+    local version
+    version="$(apt-cache showsrc trilinos | sed -n "s/^Version: \(${TRILINOS_VERSION}-.*\)/\1/p" | head -n1)"
+    log "downloading Debian source package trilinos=${version}"
+    # apt verifies the checksums listed in the signed .dsc.
+    (cd "$SRC_DIR" && apt-get source --download-only -qq "trilinos=${version}" 2>&1 |
+       grep -v "unsandboxed" >&2 || true)
+    [ -f "$tarball" ] || die "apt-get source did not produce ${tarball}"
+  fi
+  local top="Trilinos-trilinos-release-${TRILINOS_VERSION//./-}"
+  if [ ! -d "$KERNELS_SRC" ]; then
+    log "extracting packages/kokkos-kernels"
+    rm -rf "${SRC_DIR}/x" && mkdir -p "${SRC_DIR}/x"
+    tar -xzf "$tarball" -C "${SRC_DIR}/x" "${top}/packages/kokkos-kernels"
+    mv "${SRC_DIR}/x/${top}/packages/kokkos-kernels" "$KERNELS_SRC"
+    rm -rf "${SRC_DIR}/x"
+  fi
+  if [ ! -d "$KOKKOS_SRC" ]; then
+    log "extracting packages/kokkos and applying $(basename "$PATCH")"
+    rm -rf "${SRC_DIR}/x" && mkdir -p "${SRC_DIR}/x"
+    tar -xzf "$tarball" -C "${SRC_DIR}/x" "${top}/packages/kokkos"
+    patch -s -p1 -d "${SRC_DIR}/x/${top}/packages/kokkos" < "$PATCH"
+    mv "${SRC_DIR}/x/${top}/packages/kokkos" "$KOKKOS_SRC"
+    rm -rf "${SRC_DIR}/x"
+  fi
+}
+
+# ---------------------------------------------------------------- 4. builds, one prefix per config
+common_kokkos_flags=(-G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_CXX_STANDARD=17
+                     -DCMAKE_CXX_EXTENSIONS=OFF -DBUILD_SHARED_LIBS=OFF
+                     -DCMAKE_POSITION_INDEPENDENT_CODE=ON
+                     -DKokkos_ENABLE_SERIAL=ON -DKokkos_ENABLE_OPENMP=ON
+                     -DKokkos_ENABLE_TESTS=OFF -DKokkos_ENABLE_EXAMPLES=OFF)
+# Only the BLAS component, no default explicit instantiations: FusedLinear instantiates the gemm
+# it uses itself. F77_BLAS_MANGLE spares the Fortran compiler probe; LAPACK must stay on with BLAS
+# (Kokkos Kernels 3.4 fails to link otherwise).
+common_kernels_flags=(-G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_CXX_EXTENSIONS=OFF
+                      -DBUILD_SHARED_LIBS=OFF -DCMAKE_POSITION_INDEPENDENT_CODE=ON
+                      -DKokkosKernels_ENABLED_COMPONENTS=BLAS
+                      -DKokkosKernels_ADD_DEFAULT_ETI=OFF
+                      -DKokkosKernels_INST_FLOAT=OFF -DKokkosKernels_INST_DOUBLE=OFF
+                      -DKokkosKernels_INST_COMPLEX_FLOAT=OFF -DKokkosKernels_INST_COMPLEX_DOUBLE=OFF
+                      -DKokkosKernels_INST_LAYOUTLEFT=OFF -DKokkosKernels_INST_LAYOUTRIGHT=OFF
+                      -DKokkosKernels_INST_OFFSET_INT=OFF -DKokkosKernels_INST_OFFSET_SIZE_T=OFF
+                      -DKokkosKernels_INST_ORDINAL_INT=OFF
+                      -DKokkosKernels_ENABLE_TESTS=OFF -DKokkosKernels_ENABLE_EXAMPLES=OFF
+                      -DKokkosKernels_ENABLE_TPL_BLAS=ON -DKokkosKernels_ENABLE_TPL_LAPACK=ON
+                      "-DF77_BLAS_MANGLE=(name,NAME) name ## _")
+
+build_config() {
+  local config="$1" prefix="${DEPS_DIR}/kokkos-${KOKKOS_VERSION}-$1"
+  local kokkos_flags=("${common_kokkos_flags[@]}") kernels_flags=("${common_kernels_flags[@]}")
+  case "$config" in
+    host)
+      kokkos_flags+=(-DCMAKE_CXX_COMPILER=g++)
+      kernels_flags+=(-DCMAKE_CXX_COMPILER=g++) ;;
+    cuda)
+      [ -x "${CUDA_HOME}/bin/nvcc" ] || die "cuda: no nvcc at ${CUDA_HOME}/bin/nvcc (set CUDA_HOME)"
+      kokkos_flags+=(-DCMAKE_CXX_COMPILER="${KOKKOS_SRC}/bin/nvcc_wrapper"
+                     -DKokkos_ENABLE_CUDA=ON -DKokkos_ENABLE_CUDA_LAMBDA=ON
+                     -DKokkos_ARCH_HOPPER90=ON -DCUDAToolkit_ROOT="${CUDA_HOME}")
+      kernels_flags+=(-DCMAKE_CXX_COMPILER="${prefix}/bin/nvcc_wrapper"
+                      -DKokkosKernels_ENABLE_TPL_CUBLAS=ON -DKokkosKernels_ENABLE_TPL_CUSPARSE=OFF
+                      -DCUDAToolkit_ROOT="${CUDA_HOME}") ;;
+  esac
+  # The stamp keys the prefix by version, patch and every flag: any change rebuilds it.
+  local stamp
+  stamp="$(printf '%s\n' "$TRILINOS_VERSION" "$KOKKOS_VERSION" "$PATCH_HASH" "${kokkos_flags[@]}" \
+             "${kernels_flags[@]}" | sed "s#${DEPS_DIR}#DEPS#g" | sha256sum | cut -c1-16)"
+  if [ -f "${prefix}/.fused-linear-stamp" ] && [ "$(cat "${prefix}/.fused-linear-stamp")" = "$stamp" ]; then
+    log "${config}: up to date in ${prefix}"
+    return
+  fi
+  fetch_sources
+  local build="${DEPS_DIR}/build/${config}"
+  rm -rf "$prefix" "$build"
+  mkdir -p "$build"
+  export PATH="${CUDA_HOME}/bin:${PATH}"
+  log "${config}: building Kokkos ${KOKKOS_VERSION} (log: ${build}/kokkos.log)"
+  { cmake -S "$KOKKOS_SRC" -B "${build}/kokkos" -DCMAKE_INSTALL_PREFIX="$prefix" "${kokkos_flags[@]}" &&
+    cmake --build "${build}/kokkos" -j "$JOBS" && cmake --install "${build}/kokkos"; } \
+    > "${build}/kokkos.log" 2>&1 || { tail -n 40 "${build}/kokkos.log" >&2; die "${config}: Kokkos build failed"; }
+  log "${config}: building Kokkos Kernels ${KOKKOS_VERSION} (log: ${build}/kernels.log)"
+  { cmake -S "$KERNELS_SRC" -B "${build}/kernels" -DCMAKE_INSTALL_PREFIX="$prefix" \
+      -DKokkos_ROOT="$prefix" "${kernels_flags[@]}" &&
+    cmake --build "${build}/kernels" -j "$JOBS" && cmake --install "${build}/kernels"; } \
+    > "${build}/kernels.log" 2>&1 || { tail -n 40 "${build}/kernels.log" >&2; die "${config}: Kokkos Kernels build failed"; }
+  echo "$stamp" > "${prefix}/.fused-linear-stamp"
+  rm -rf "$build"
+  log "${config}: installed in ${prefix}"
+}
+
+for c in "${configs[@]}"; do build_config "$c"; done
+for c in "${configs[@]}"; do echo "${c}=${DEPS_DIR}/kokkos-${KOKKOS_VERSION}-${c}"; done

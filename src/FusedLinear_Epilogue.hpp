@@ -1,0 +1,40 @@
+// SPDX-License-Identifier: Apache-2.0
+#ifndef FUSED_LINEAR_EPILOGUE_HPP
+#define FUSED_LINEAR_EPILOGUE_HPP
+
+#include <Kokkos_Core.hpp>
+
+namespace FusedLinear {
+
+/// The layer's epilogue: y = LeakyReLU(multiplier * (acc + bias), negative_slope).
+///
+/// The single place where the maths of the epilogue lives; every compute path (the vendor
+/// paths' MDRange passes and the fused kernel's write-back) calls it. Trivially copyable, so
+/// kernels capture it by value.
+///
+/// LeakyReLU follows PyTorch: v > 0 ? v : v * slope. NaN compares false and so stays NaN,
+/// and -0.0 maps to -0.0 * slope, as PyTorch does.
+template <class Scalar>
+struct LeakyReLUEpilogue {
+  Scalar multiplier;
+  Scalar negative_slope;
+
+  /// LeakyReLU alone (used after a GEMM that already applied scale and bias).
+  KOKKOS_FORCEINLINE_FUNCTION Scalar activation(Scalar v) const {
+    return v > Scalar(0) ? v : v * negative_slope;
+  }
+
+  /// The bias as the prefill pass writes it before a GEMM with alpha = multiplier, beta = 1.
+  KOKKOS_FORCEINLINE_FUNCTION Scalar scaled_bias(Scalar bias) const {
+    return multiplier * bias;
+  }
+
+  /// The whole epilogue on one accumulator (the plain product row . column).
+  KOKKOS_FORCEINLINE_FUNCTION Scalar operator()(Scalar acc, Scalar bias) const {
+    return activation(multiplier * (acc + bias));
+  }
+};
+
+}  // namespace FusedLinear
+
+#endif

@@ -1,0 +1,213 @@
+// SPDX-License-Identifier: Apache-2.0
+#ifndef FUSED_LINEAR_LINEAR_LEAKY_RELU_HPP
+#define FUSED_LINEAR_LINEAR_LEAKY_RELU_HPP
+
+#include <cmath>
+#include <cstdint>
+#include <sstream>
+#include <stdexcept>
+#include <string>
+#include <type_traits>
+
+#include <Kokkos_Core.hpp>
+
+#include "FusedLinear_Epilogue.hpp"
+#include "FusedLinear_Types.hpp"
+#include "impl/FusedLinear_FusedKernel.hpp"
+#include "impl/FusedLinear_Vendor.hpp"
+
+namespace FusedLinear {
+namespace Impl {
+
+constexpr const char* function_name = "FusedLinear::linear_leaky_relu";
+
+[[noreturn]] inline void fail(const std::string& problem) {
+  throw std::invalid_argument(std::string(function_name) + ": " + problem);
+}
+
+template <class View>
+std::string shape_of(const View& v) {
+  std::ostringstream os;
+  os << '[' << v.extent(0);
+  for (unsigned r = 1; r < View::rank; ++r) os << ',' << v.extent(r);
+  os << ']';
+  return os.str();
+}
+
+template <class A, class B>
+bool overlaps(const A& a, const B& b) {
+  if (a.span() == 0 || b.span() == 0) return false;
+  const auto a0 = reinterpret_cast<std::uintptr_t>(a.data());
+  const auto b0 = reinterpret_cast<std::uintptr_t>(b.data());
+  const auto a1 = a0 + a.span() * sizeof(typename A::value_type);
+  const auto b1 = b0 + b.span() * sizeof(typename B::value_type);
+  return a0 < b1 && b0 < a1;
+}
+
+template <class XView, class WView, class BView, class YView, class Scalar>
+void check_arguments(const XView& X, const WView& W, const BView& b, const YView& Y,
+                     Scalar multiplier, Scalar negative_slope) {
+  if (!X.is_allocated()) fail("X is not allocated");
+  if (!W.is_allocated()) fail("W is not allocated");
+  if (!b.is_allocated()) fail("b is not allocated");
+  if (!Y.is_allocated()) fail("Y is not allocated");
+  if (W.extent(1) != X.extent(1) || b.extent(0) != W.extent(0) || Y.extent(0) != X.extent(0) ||
+      Y.extent(1) != W.extent(0)) {
+    fail("extents do not match: expected X [M,K], W [N,K], b [N], Y [M,N]; got X " +
+         shape_of(X) + ", W " + shape_of(W) + ", b " + shape_of(b) + ", Y " + shape_of(Y));
+  }
+  if (overlaps(Y, X)) fail("Y aliases X (the output must not overlap an input)");
+  if (overlaps(Y, W)) fail("Y aliases W (the output must not overlap an input)");
+  if (overlaps(Y, b)) fail("Y aliases b (the output must not overlap an input)");
+  if (!std::isfinite(static_cast<double>(multiplier)))
+    fail("multiplier must be finite, got " + std::to_string(static_cast<double>(multiplier)));
+  if (!std::isfinite(static_cast<double>(negative_slope)))
+    fail("negative_slope must be finite, got " +
+         std::to_string(static_cast<double>(negative_slope)));
+}
+
+/// Auto's rule: the vendor BLAS where Kokkos Kernels dispatches to one (cuBLAS, host BLAS),
+/// otherwise the fused kernel (faster than Kokkos Kernels' own native gemm plus a pass).
+template <class XView, class WView, class YView>
+Algorithm choose_algorithm() {
+  return vendor_blas_name<XView, WView, YView>() != nullptr ? Algorithm::Vendor
+                                                            : Algorithm::Fused;
+}
+
+/// Pushes a Kokkos profiling region for the scope of the call, exceptions included.
+struct ProfilingRegion {
+  explicit ProfilingRegion(const std::string& name) { Kokkos::Profiling::pushRegion(name); }
+  ~ProfilingRegion() { Kokkos::Profiling::popRegion(); }
+  ProfilingRegion(const ProfilingRegion&) = delete;
+  ProfilingRegion& operator=(const ProfilingRegion&) = delete;
+};
+
+}  // namespace Impl
+
+/// Y = LeakyReLU(multiplier * (X . W^T + b), negative_slope), as PyTorch's
+/// `leaky_relu(linear(X, W, b) * multiplier, negative_slope)` with nn.Linear's shapes:
+/// X [M,K], W [N,K], b [N], Y [M,N].
+///
+/// \param exec            execution space instance the work is ordered on (asynchronous: fence
+///                        `exec` before reading Y on the host)
+/// \param X, W, b         inputs; any layout (LayoutRight, PyTorch's, is the fast one)
+/// \param Y               output; must not overlap an input
+/// \param multiplier      finite scale applied after the bias
+/// \param negative_slope  finite LeakyReLU slope for non-positive values
+/// \param options         algorithm choice (Algorithm::Auto by default)
+/// \return which path and which GEMM implementation ran, with the reason for any difference
+///         from the request
+/// \throws std::invalid_argument naming the function and the problem for mismatched extents,
+///         unallocated Views, Y aliasing an input, or a non-finite multiplier or slope.
+///
+/// Empty shapes are valid: M = 0 or N = 0 does nothing; K = 0 gives
+/// Y = LeakyReLU(multiplier * b) on every row.
+template <class ExecSpace, class XView, class WView, class BView, class YView>
+RunInfo linear_leaky_relu(const ExecSpace& exec, const XView& X, const WView& W, const BView& b,
+                          const YView& Y, typename YView::non_const_value_type multiplier,
+                          typename YView::non_const_value_type negative_slope,
+                          Options options = {}) {
+  using Scalar = typename YView::non_const_value_type;
+  static_assert(Kokkos::is_execution_space<ExecSpace>::value,
+                "FusedLinear::linear_leaky_relu: the first argument must be an execution space");
+  static_assert(Kokkos::is_view<XView>::value && Kokkos::is_view<WView>::value &&
+                    Kokkos::is_view<BView>::value && Kokkos::is_view<YView>::value,
+                "FusedLinear::linear_leaky_relu: X, W, b and Y must be Kokkos::Views");
+  static_assert(XView::rank == 2 && WView::rank == 2 && BView::rank == 1 && YView::rank == 2,
+                "FusedLinear::linear_leaky_relu: X, W and Y must be rank 2 and b rank 1");
+  static_assert(std::is_floating_point<Scalar>::value,
+                "FusedLinear::linear_leaky_relu: the value type must be float or double");
+  static_assert(std::is_same<typename YView::value_type, Scalar>::value,
+                "FusedLinear::linear_leaky_relu: Y must not be a View of const");
+  static_assert(std::is_same<typename XView::non_const_value_type, Scalar>::value &&
+                    std::is_same<typename WView::non_const_value_type, Scalar>::value &&
+                    std::is_same<typename BView::non_const_value_type, Scalar>::value,
+                "FusedLinear::linear_leaky_relu: X, W, b and Y must have one value type");
+  static_assert(
+      Kokkos::SpaceAccessibility<ExecSpace, typename XView::memory_space>::accessible &&
+          Kokkos::SpaceAccessibility<ExecSpace, typename WView::memory_space>::accessible &&
+          Kokkos::SpaceAccessibility<ExecSpace, typename BView::memory_space>::accessible &&
+          Kokkos::SpaceAccessibility<ExecSpace, typename YView::memory_space>::accessible,
+      "FusedLinear::linear_leaky_relu: X, W, b and Y must be accessible from the execution "
+      "space");
+
+  Impl::check_arguments(X, W, b, Y, multiplier, negative_slope);
+  const LeakyReLUEpilogue<Scalar> ep{multiplier, negative_slope};
+  const std::int64_t M = Y.extent(0), N = Y.extent(1), K = X.extent(1);
+
+  RunInfo info;
+  info.algorithm = options.algorithm == Algorithm::Auto
+                       ? Impl::choose_algorithm<XView, WView, YView>()
+                       : options.algorithm;
+  const char* vendor_blas = Impl::vendor_blas_name<XView, WView, YView>();
+  Impl::ProfilingRegion region(std::string(Impl::function_name) + "[" +
+                               to_string(info.algorithm) + "]");
+
+  if (M == 0 || N == 0) {
+    info.gemm = "none";
+    info.note = "empty output (M or N is 0): nothing to compute";
+    return info;
+  }
+  if (K == 0) {
+    // Kokkos Kernels' gemm returns without touching Y when K = 0; the product is 0 here.
+    info.gemm = "none";
+    info.note = "K is 0: the product is zero, Y = LeakyReLU(multiplier * b) on every row";
+    Impl::epilogue_pass<Impl::Pass::BiasOnly>("FusedLinear::bias_only", exec, Y, b, ep);
+    return info;
+  }
+
+  if (info.algorithm == Algorithm::VendorPrefill && multiplier == Scalar(0)) {
+    // With alpha = 0 a BLAS skips the product entirely, so NaN and Inf in X or W would not
+    // reach Y as they do in PyTorch: run the beta = 0 variant, which keeps alpha = 1.
+    info.algorithm = Algorithm::Vendor;
+    info.note = "vendor_prefill with multiplier 0 would let the BLAS skip the product "
+                "(alpha = 0) and drop NaN/Inf propagation; ran vendor instead";
+  }
+
+  switch (info.algorithm) {
+    case Algorithm::Fused:
+      info.gemm = "FusedLinear TeamPolicy kernel";
+      Impl::run_fused(exec, X, W, b, Y, ep);
+      break;
+    case Algorithm::Vendor:
+    case Algorithm::VendorPrefill: {
+      info.vendor_blas = vendor_blas != nullptr;
+      info.gemm = vendor_blas != nullptr ? vendor_blas : "Kokkos Kernels native gemm";
+      if (vendor_blas == nullptr) {
+        if (!info.note.empty()) info.note += "; ";
+        info.note +=
+            "no vendor BLAS serves these Views (needs float/double, X, W and Y of one layout, "
+            "LayoutLeft or LayoutRight, in a memory space whose BLAS TPL is enabled): "
+            "KokkosBlas::gemm ran its native kernel";
+      }
+      if (info.algorithm == Algorithm::Vendor) {
+        Impl::gemm_nt(exec, Scalar(1), X, W, Scalar(0), Y);
+        Impl::epilogue_pass<Impl::Pass::BiasScaleActivation>("FusedLinear::vendor::epilogue",
+                                                             exec, Y, b, ep);
+      } else {
+        Impl::epilogue_pass<Impl::Pass::PrefillScaledBias>("FusedLinear::vendor_prefill::bias",
+                                                           exec, Y, b, ep);
+        Impl::gemm_nt(exec, multiplier, X, W, Scalar(1), Y);
+        Impl::epilogue_pass<Impl::Pass::Activation>("FusedLinear::vendor_prefill::leaky_relu",
+                                                    exec, Y, b, ep);
+      }
+      break;
+    }
+    case Algorithm::Auto: break;  // resolved above
+  }
+  return info;
+}
+
+/// Same as above on the default execution space instance of Y's memory space.
+template <class XView, class WView, class BView, class YView>
+RunInfo linear_leaky_relu(const XView& X, const WView& W, const BView& b, const YView& Y,
+                          typename YView::non_const_value_type multiplier,
+                          typename YView::non_const_value_type negative_slope,
+                          Options options = {}) {
+  return linear_leaky_relu(typename YView::execution_space(), X, W, b, Y, multiplier,
+                           negative_slope, options);
+}
+
+}  // namespace FusedLinear
+
+#endif

@@ -1,0 +1,68 @@
+// SPDX-License-Identifier: Apache-2.0
+#ifndef FUSED_LINEAR_TYPES_HPP
+#define FUSED_LINEAR_TYPES_HPP
+
+#include <stdexcept>
+#include <string>
+
+namespace FusedLinear {
+
+/// Which computation linear_leaky_relu performs.
+enum class Algorithm {
+  /// Pick per shape and backend (see Impl::choose_algorithm for the rules).
+  Auto,
+  /// KokkosBlas::gemm with beta = 0, then one MDRange pass applying bias, scale and LeakyReLU.
+  /// Moves fewer bytes than VendorPrefill: no prefill write, no read of Y inside the GEMM.
+  Vendor,
+  /// Prefill Y with multiplier * b, KokkosBlas::gemm with alpha = multiplier and beta = 1, then
+  /// one MDRange pass applying LeakyReLU in place.
+  VendorPrefill,
+  /// The hand-written TeamPolicy kernel: GEMM tiles staged in team scratch, a register tile per
+  /// thread, epilogue applied in registers before the single write of Y.
+  Fused,
+};
+
+/// Human-readable name of an algorithm ("auto", "vendor", "vendor_prefill", "fused").
+inline const char* to_string(Algorithm a) {
+  switch (a) {
+    case Algorithm::Auto: return "auto";
+    case Algorithm::Vendor: return "vendor";
+    case Algorithm::VendorPrefill: return "vendor_prefill";
+    case Algorithm::Fused: return "fused";
+  }
+  return "unknown";
+}
+
+/// Parses the names printed by to_string; throws std::invalid_argument otherwise.
+inline Algorithm algorithm_from_string(const std::string& name) {
+  for (Algorithm a : {Algorithm::Auto, Algorithm::Vendor, Algorithm::VendorPrefill,
+                      Algorithm::Fused}) {
+    if (name == to_string(a)) return a;
+  }
+  throw std::invalid_argument("FusedLinear::algorithm_from_string: unknown algorithm '" + name +
+                              "' (expected auto, vendor, vendor_prefill or fused)");
+}
+
+/// Options of one call; implicitly constructible from an Algorithm.
+struct Options {
+  Algorithm algorithm = Algorithm::Auto;
+  Options() = default;
+  Options(Algorithm a) : algorithm(a) {}  // NOLINT(google-explicit-constructor): call-site brevity
+};
+
+/// What a call actually did, so that no fallback is silent.
+struct RunInfo {
+  /// The path that ran (never Auto).
+  Algorithm algorithm = Algorithm::Fused;
+  /// Which GEMM implementation ran: "cuBLAS", "host BLAS", "Kokkos Kernels native gemm",
+  /// "FusedLinear TeamPolicy kernel", or "none" when no product was needed (M, N or K = 0).
+  std::string gemm;
+  /// True when a vendor path was requested and KokkosBlas::gemm dispatched to a vendor BLAS.
+  bool vendor_blas = false;
+  /// Why the path or the GEMM implementation differs from what was asked, or empty.
+  std::string note;
+};
+
+}  // namespace FusedLinear
+
+#endif

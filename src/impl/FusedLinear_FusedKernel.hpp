@@ -1,0 +1,293 @@
+// SPDX-License-Identifier: Apache-2.0
+#ifndef FUSED_LINEAR_IMPL_FUSED_KERNEL_HPP
+#define FUSED_LINEAR_IMPL_FUSED_KERNEL_HPP
+
+#include <cstdint>
+#include <type_traits>
+
+#include <Kokkos_Core.hpp>
+
+#include "FusedLinear_Epilogue.hpp"
+
+#if defined(__CUDA_ARCH__) || defined(__HIP_DEVICE_COMPILE__) || defined(__clang__)
+#define FUSED_LINEAR_UNROLL _Pragma("unroll")
+#elif defined(__GNUC__)
+#define FUSED_LINEAR_UNROLL _Pragma("GCC unroll 16")
+#else
+#define FUSED_LINEAR_UNROLL
+#endif
+
+namespace FusedLinear {
+namespace Impl {
+
+/// Sixteen bytes of Scalar, loaded and stored as one access (LDG.128/STS.128 on NVIDIA GPUs,
+/// one SSE/AVX move on the host). Only used where the addresses are known to be 16-byte aligned.
+template <class Scalar>
+struct alignas(16) Pack16 {
+  static constexpr int size = 16 / static_cast<int>(sizeof(Scalar));
+  Scalar v[size];
+};
+
+template <class ExecSpace>
+constexpr bool is_host_space() {
+  return Kokkos::SpaceAccessibility<Kokkos::HostSpace,
+                                    typename ExecSpace::memory_space>::accessible;
+}
+
+/// Tile parameters of the fused kernel, the one place per backend where they are set.
+///
+/// GPU (any non-host execution space): the classic SIMT SGEMM shape. A team of 256 threads
+/// computes a 128x128 tile of Y; each thread holds an 8x8 register tile (64 accumulators, 16
+/// operands per 64 FMAs: enough arithmetic intensity per shared-memory read to keep the FMA
+/// pipes busy). K advances 8 at a time through two scratch buffers (2 x 2 x 8 x 132 floats =
+/// 16.9 KB, far under Kokkos 3.4's 48 KB level-0 cap, leaving room for two teams per SM).
+/// The thread tile is split in 16-byte groups spaced tile/2 apart, so a warp's scratch reads
+/// are conflict-free broadcasts and its global writes are contiguous.
+///
+/// Host (OpenMP, Serial): one thread per team (host team sizes are tiny), a 4x16 register tile
+/// (sixteen 4-wide vector accumulators fit the 16 AVX registers), deep K steps because host
+/// barriers of a one-thread team cost nothing.
+template <class ExecSpace, class Scalar, bool Host = is_host_space<ExecSpace>()>
+struct FusedTiles {
+  static constexpr int vector = Pack16<Scalar>::size;
+  static constexpr int tile_m = 128, tile_n = 128, tile_k = 8;
+  static constexpr int thread_m = 8, thread_n = 8;
+  static constexpr int min_teams_per_sm = 2;
+};
+
+template <class ExecSpace, class Scalar>
+struct FusedTiles<ExecSpace, Scalar, true> {
+  static constexpr int vector = Pack16<Scalar>::size;
+  static constexpr int tile_m = 4, tile_n = 16, tile_k = 64;
+  static constexpr int thread_m = 4, thread_n = 16;
+  static constexpr int min_teams_per_sm = 1;
+};
+
+/// The fused Linear -> scale -> LeakyReLU kernel: Y = ep(X . W^T, b), one tile of Y per team.
+///
+/// Vectorized = true requires (checked by the caller): X, W and Y contiguous along their last
+/// index, their row strides and K, N multiples of the pack width, and 16-byte aligned data.
+/// Otherwise every access goes through the View with bounds checks (any layout, any shape).
+template <class ExecSpace, class XView, class WView, class BView, class YView, bool Vectorized>
+struct FusedLinearKernel {
+  using Scalar = typename YView::non_const_value_type;
+  using Tiles = FusedTiles<ExecSpace, Scalar>;
+  using Pack = Pack16<Scalar>;
+  static constexpr int V = Tiles::vector;
+  static constexpr int BM = Tiles::tile_m, BN = Tiles::tile_n, BK = Tiles::tile_k;
+  static constexpr int TM = Tiles::thread_m, TN = Tiles::thread_n;
+  static constexpr int threads_m = BM / TM, threads_n = BN / TN;
+  static constexpr int team_size = threads_m * threads_n;
+  // Rows of a thread tile come in TM / V groups of V consecutive rows, groups BM / (TM / V)
+  // apart (likewise for columns): conflict-free 16-byte scratch reads, contiguous global writes.
+  static constexpr int row_group_stride = BM / (TM / V), col_group_stride = BN / (TN / V);
+  // Scratch is k-major (transposed) so the compute loop reads V consecutive rows at once; the
+  // V-element pad keeps 16-byte alignment and spreads the transposing stores over all banks.
+  static constexpr int ldx = BM + V, ldw = BN + V;
+  static constexpr int stage_size = BK * ldx + BK * ldw;
+  static constexpr int x_loads = BM * BK / V / team_size;
+  static constexpr int w_loads = BN * BK / V / team_size;
+
+  static_assert(TM % V == 0 && TN % V == 0 && BK % V == 0, "tiles must be whole packs");
+  static_assert(BM % TM == 0 && BN % TN == 0, "thread tiles must divide the team tile");
+  static_assert(x_loads >= 1 && w_loads >= 1 && x_loads * team_size * V == BM * BK &&
+                    w_loads * team_size * V == BN * BK,
+                "each thread must load whole packs of the X and W tiles");
+
+  using policy_type =
+      Kokkos::TeamPolicy<ExecSpace, Kokkos::LaunchBounds<team_size, Tiles::min_teams_per_sm>>;
+  using member_type = typename policy_type::member_type;
+
+  XView X;
+  WView W;
+  BView b;
+  YView Y;
+  LeakyReLUEpilogue<Scalar> ep;
+  std::int64_t M, N, K;
+  int tiles_n;
+
+  static std::size_t scratch_bytes() { return 2 * stage_size * sizeof(Scalar); }
+
+  static policy_type policy(const ExecSpace& exec, std::int64_t M, std::int64_t N) {
+    const std::int64_t tiles = ((M + BM - 1) / BM) * ((N + BN - 1) / BN);
+    return policy_type(exec, static_cast<int>(tiles), team_size, 1)
+        .set_scratch_size(0, Kokkos::PerTeam(scratch_bytes()));
+  }
+
+  // Global -> registers: thread `tid` loads packs tid, tid + team_size, ... of each tile, each
+  // pack being V consecutive k of one row. Out-of-range elements load as zero.
+  template <class View, int Loads>
+  KOKKOS_FORCEINLINE_FUNCTION static void load(const View& A, std::int64_t rows, std::int64_t K,
+                                               std::int64_t r0, std::int64_t k0, int tid,
+                                               Pack (&reg)[Loads]) {
+    FUSED_LINEAR_UNROLL
+    for (int l = 0; l < Loads; ++l) {
+      const int idx = tid + l * team_size;
+      const std::int64_t r = r0 + idx / (BK / V);
+      const std::int64_t k = k0 + (idx % (BK / V)) * V;
+      if (Vectorized) {
+        if (r < rows && k < K) {
+          reg[l] = *reinterpret_cast<const Pack*>(&A(r, k));
+        } else {
+          FUSED_LINEAR_UNROLL
+          for (int q = 0; q < V; ++q) reg[l].v[q] = Scalar(0);
+        }
+      } else {
+        FUSED_LINEAR_UNROLL
+        for (int q = 0; q < V; ++q)
+          reg[l].v[q] = (r < rows && k + q < K) ? Scalar(A(r, k + q)) : Scalar(0);
+      }
+    }
+  }
+
+  // Registers -> scratch, transposed to k-major.
+  template <int Loads, int Ld>
+  KOKKOS_FORCEINLINE_FUNCTION static void store(Scalar* tile, int tid, const Pack (&reg)[Loads]) {
+    FUSED_LINEAR_UNROLL
+    for (int l = 0; l < Loads; ++l) {
+      const int idx = tid + l * team_size;
+      const int r = idx / (BK / V), k = (idx % (BK / V)) * V;
+      FUSED_LINEAR_UNROLL
+      for (int q = 0; q < V; ++q) tile[(k + q) * Ld + r] = reg[l].v[q];
+    }
+  }
+
+  KOKKOS_FORCEINLINE_FUNCTION static int row_in_tile(int i, int ty) {
+    return (i / V) * row_group_stride + ty * V + i % V;
+  }
+  KOKKOS_FORCEINLINE_FUNCTION static int col_in_tile(int j, int tx) {
+    return (j / V) * col_group_stride + tx * V + j % V;
+  }
+
+  KOKKOS_INLINE_FUNCTION void operator()(const member_type& team) const {
+    const int tile = team.league_rank();
+    const std::int64_t m0 = static_cast<std::int64_t>(tile / tiles_n) * BM;
+    const std::int64_t n0 = static_cast<std::int64_t>(tile % tiles_n) * BN;
+    const int tid = team.team_rank();
+    const int tx = tid % threads_n, ty = tid / threads_n;
+    Scalar* const scratch =
+        static_cast<Scalar*>(team.team_scratch(0).get_shmem(scratch_bytes()));
+
+    Scalar acc[TM][TN];
+    FUSED_LINEAR_UNROLL
+    for (int i = 0; i < TM; ++i) {
+      FUSED_LINEAR_UNROLL
+      for (int j = 0; j < TN; ++j) acc[i][j] = Scalar(0);
+    }
+
+    Pack xr[x_loads], wr[w_loads];
+    load(X, M, K, m0, 0, tid, xr);
+    load(W, N, K, n0, 0, tid, wr);
+    store<x_loads, ldx>(scratch, tid, xr);
+    store<w_loads, ldw>(scratch + BK * ldx, tid, wr);
+    team.team_barrier();
+
+    // Double buffering: the next K step's global loads are issued before computing on the
+    // current buffer and land in the other one afterwards; one barrier per step suffices since
+    // the buffer written in step t was last read in step t - 1, before that step's barrier.
+    int buffer = 0;
+    for (std::int64_t k0 = 0; k0 < K; k0 += BK) {
+      const bool has_next = k0 + BK < K;
+      if (has_next) {
+        load(X, M, K, m0, k0 + BK, tid, xr);
+        load(W, N, K, n0, k0 + BK, tid, wr);
+      }
+      const Scalar* const xs = scratch + buffer * stage_size;
+      const Scalar* const ws = xs + BK * ldx;
+      FUSED_LINEAR_UNROLL
+      for (int kk = 0; kk < BK; ++kk) {
+        Scalar a[TM], w[TN];
+        FUSED_LINEAR_UNROLL
+        for (int g = 0; g < TM / V; ++g) {
+          const Pack p =
+              *reinterpret_cast<const Pack*>(xs + kk * ldx + g * row_group_stride + ty * V);
+          FUSED_LINEAR_UNROLL
+          for (int q = 0; q < V; ++q) a[g * V + q] = p.v[q];
+        }
+        FUSED_LINEAR_UNROLL
+        for (int g = 0; g < TN / V; ++g) {
+          const Pack p =
+              *reinterpret_cast<const Pack*>(ws + kk * ldw + g * col_group_stride + tx * V);
+          FUSED_LINEAR_UNROLL
+          for (int q = 0; q < V; ++q) w[g * V + q] = p.v[q];
+        }
+        FUSED_LINEAR_UNROLL
+        for (int i = 0; i < TM; ++i) {
+          FUSED_LINEAR_UNROLL
+          for (int j = 0; j < TN; ++j) acc[i][j] += a[i] * w[j];
+        }
+      }
+      if (has_next) {
+        Scalar* const next = scratch + (buffer ^ 1) * stage_size;
+        store<x_loads, ldx>(next, tid, xr);
+        store<w_loads, ldw>(next + BK * ldx, tid, wr);
+      }
+      team.team_barrier();
+      buffer ^= 1;
+    }
+
+    // Epilogue in registers, then the single write of Y.
+    Scalar bias[TN];
+    FUSED_LINEAR_UNROLL
+    for (int j = 0; j < TN; ++j) {
+      const std::int64_t n = n0 + col_in_tile(j, tx);
+      bias[j] = n < N ? Scalar(b(n)) : Scalar(0);
+    }
+    FUSED_LINEAR_UNROLL
+    for (int i = 0; i < TM; ++i) {
+      const std::int64_t m = m0 + row_in_tile(i, ty);
+      if (m >= M) continue;
+      FUSED_LINEAR_UNROLL
+      for (int g = 0; g < TN / V; ++g) {
+        const std::int64_t n = n0 + col_in_tile(g * V, tx);
+        if (Vectorized) {
+          if (n < N) {
+            Pack out;
+            FUSED_LINEAR_UNROLL
+            for (int q = 0; q < V; ++q) out.v[q] = ep(acc[i][g * V + q], bias[g * V + q]);
+            *reinterpret_cast<Pack*>(&Y(m, n)) = out;
+          }
+        } else {
+          FUSED_LINEAR_UNROLL
+          for (int q = 0; q < V; ++q)
+            if (n + q < N) Y(m, n + q) = ep(acc[i][g * V + q], bias[g * V + q]);
+        }
+      }
+    }
+  }
+};
+
+/// True when the view's rows are contiguous, V-element multiples apart, and 16-byte aligned.
+template <class View>
+bool rows_are_packable(const View& A) {
+  using Scalar = typename View::non_const_value_type;
+  constexpr int V = Pack16<Scalar>::size;
+  return A.extent(1) % V == 0 && (A.extent(0) <= 1 || A.stride(0) % V == 0) &&
+         (A.extent(1) <= 1 || A.stride(1) == 1) &&
+         reinterpret_cast<std::uintptr_t>(A.data()) % 16 == 0;
+}
+
+template <class ExecSpace, class XView, class WView, class BView, class YView, class Scalar>
+void run_fused(const ExecSpace& exec, const XView& X, const WView& W, const BView& b,
+               const YView& Y, const LeakyReLUEpilogue<Scalar>& ep) {
+  const std::int64_t M = Y.extent(0), N = Y.extent(1), K = X.extent(1);
+  const bool vectorized = rows_are_packable(X) && rows_are_packable(W) && rows_are_packable(Y);
+  auto launch = [&](auto kernel) {
+    using Kernel = decltype(kernel);
+    kernel.tiles_n = static_cast<int>((N + Kernel::BN - 1) / Kernel::BN);
+    Kokkos::parallel_for(vectorized ? "FusedLinear::fused[vectorized]" : "FusedLinear::fused",
+                         Kernel::policy(exec, M, N), kernel);
+  };
+  if (vectorized) {
+    launch(FusedLinearKernel<ExecSpace, XView, WView, BView, YView, true>{X, W, b, Y, ep, M, N,
+                                                                          K, 0});
+  } else {
+    launch(FusedLinearKernel<ExecSpace, XView, WView, BView, YView, false>{X, W, b, Y, ep, M,
+                                                                           N, K, 0});
+  }
+}
+
+}  // namespace Impl
+}  // namespace FusedLinear
+
+#endif

@@ -1,0 +1,143 @@
+// SPDX-License-Identifier: Apache-2.0
+#ifndef FUSED_LINEAR_IMPL_VENDOR_HPP
+#define FUSED_LINEAR_IMPL_VENDOR_HPP
+
+#include <cstdint>
+#include <type_traits>
+
+#include <KokkosBlas3_gemm.hpp>
+#include <KokkosKernels_config.h>
+#include <Kokkos_Core.hpp>
+
+#include "FusedLinear_Epilogue.hpp"
+#include "FusedLinear_Types.hpp"
+#include "impl/FusedLinear_FusedKernel.hpp"
+
+// Kokkos Kernels 4 takes the execution space instance in gemm; 3.4 always calls cuBLAS through a
+// process-wide handle on the handle's own stream, so there we point that handle at the caller's
+// stream for the duration of the call (and restore it: the handle is shared).
+#if defined(KOKKOSKERNELS_VERSION_MAJOR) && (KOKKOSKERNELS_VERSION_MAJOR >= 4)
+#define FUSED_LINEAR_GEMM_TAKES_SPACE 1
+#elif defined(KOKKOSKERNELS_ENABLE_TPL_CUBLAS) && defined(KOKKOS_ENABLE_CUDA)
+#include <KokkosBlas_tpl_spec.hpp>
+#define FUSED_LINEAR_KK3_CUBLAS_STREAM 1
+#endif
+
+namespace FusedLinear {
+namespace Impl {
+
+/// Whether KokkosBlas::gemm("N", "T", ...) on these Views dispatches to a vendor BLAS, and
+/// which. Mirrors Kokkos Kernels' availability rule (gemm_tpl_spec_avail): float or double, all
+/// three Views of one layout (LayoutLeft or LayoutRight) in one memory space that the enabled
+/// TPL serves. Anything else makes Kokkos Kernels run its own native gemm kernel.
+template <class XView, class WView, class YView>
+const char* vendor_blas_name() {
+  using Scalar = typename YView::non_const_value_type;
+  using Layout = typename YView::array_layout;
+  using Memory = typename YView::memory_space;
+  constexpr bool eligible =
+      (std::is_same<Scalar, float>::value || std::is_same<Scalar, double>::value) &&
+      std::is_same<typename XView::non_const_value_type, Scalar>::value &&
+      std::is_same<typename WView::non_const_value_type, Scalar>::value &&
+      (std::is_same<Layout, Kokkos::LayoutLeft>::value ||
+       std::is_same<Layout, Kokkos::LayoutRight>::value) &&
+      std::is_same<typename XView::array_layout, Layout>::value &&
+      std::is_same<typename WView::array_layout, Layout>::value &&
+      std::is_same<typename XView::memory_space, Memory>::value &&
+      std::is_same<typename WView::memory_space, Memory>::value;
+  if (!eligible) return nullptr;
+#if defined(KOKKOSKERNELS_ENABLE_TPL_CUBLAS) && defined(KOKKOS_ENABLE_CUDA)
+  if (std::is_same<Memory, Kokkos::CudaSpace>::value ||
+      std::is_same<Memory, Kokkos::CudaUVMSpace>::value)
+    return "cuBLAS";
+#endif
+#if defined(KOKKOSKERNELS_ENABLE_TPL_BLAS)
+  if (std::is_same<Memory, Kokkos::HostSpace>::value) return "host BLAS";
+#endif
+  return nullptr;
+}
+
+#ifdef FUSED_LINEAR_KK3_CUBLAS_STREAM
+/// Points Kokkos Kernels 3.4's shared cuBLAS handle at a stream and restores the previous one.
+class CublasStreamGuard {
+ public:
+  explicit CublasStreamGuard(cudaStream_t stream)
+      : m_handle(KokkosBlas::Impl::CudaBlasSingleton::singleton().handle) {
+    if (cublasGetStream(m_handle, &m_previous) != CUBLAS_STATUS_SUCCESS ||
+        cublasSetStream(m_handle, stream) != CUBLAS_STATUS_SUCCESS)
+      throw std::runtime_error("FusedLinear::linear_leaky_relu: cannot set the cuBLAS stream");
+  }
+  ~CublasStreamGuard() { cublasSetStream(m_handle, m_previous); }
+  CublasStreamGuard(const CublasStreamGuard&) = delete;
+  CublasStreamGuard& operator=(const CublasStreamGuard&) = delete;
+
+ private:
+  cublasHandle_t m_handle;
+  cudaStream_t m_previous = nullptr;
+};
+#endif
+
+/// C = alpha * X . W^T + beta * C on the caller's execution space instance.
+template <class ExecSpace, class XView, class WView, class YView, class Scalar>
+void gemm_nt(const ExecSpace& exec, Scalar alpha, const XView& X, const WView& W, Scalar beta,
+             const YView& Y) {
+#if defined(FUSED_LINEAR_GEMM_TAKES_SPACE)
+  KokkosBlas::gemm(exec, "N", "T", alpha, X, W, beta, Y);
+#else
+#if defined(FUSED_LINEAR_KK3_CUBLAS_STREAM)
+  if (std::is_same<ExecSpace, Kokkos::Cuda>::value) {
+    CublasStreamGuard guard(exec.cuda_stream());
+    KokkosBlas::gemm("N", "T", alpha, X, W, beta, Y);
+    return;
+  }
+#endif
+  // Kokkos Kernels 3.4 runs on the Views' default execution space instance: order it after the
+  // caller's earlier work, and the caller's later work after it.
+  exec.fence();
+  KokkosBlas::gemm("N", "T", alpha, X, W, beta, Y);
+  typename YView::execution_space().fence();
+#endif
+}
+
+/// The element-wise passes of the vendor paths, each a use of the shared epilogue functor.
+enum class Pass { BiasScaleActivation, PrefillScaledBias, Activation, BiasOnly };
+
+template <class BView, class YView, Pass P>
+struct EpiloguePass {
+  using Scalar = typename YView::non_const_value_type;
+  YView Y;
+  BView b;
+  LeakyReLUEpilogue<Scalar> ep;
+
+  KOKKOS_INLINE_FUNCTION void operator()(std::int64_t i, std::int64_t j) const {
+    switch (P) {
+      case Pass::BiasScaleActivation: Y(i, j) = ep(Y(i, j), b(j)); break;
+      case Pass::PrefillScaledBias: Y(i, j) = ep.scaled_bias(b(j)); break;
+      case Pass::Activation: Y(i, j) = ep.activation(Y(i, j)); break;
+      case Pass::BiasOnly: Y(i, j) = ep(Scalar(0), b(j)); break;  // K = 0: the product is 0
+    }
+  }
+};
+
+/// One pass over Y. On GPUs the contiguous index is put on the fast thread index: Kokkos 3.4's
+/// CUDA MDRange maps threadIdx.x to the first index whatever the iteration order, so with the
+/// default tile a LayoutRight Y was written with a stride (measured 5x slower on an H200).
+template <Pass P, class ExecSpace, class BView, class YView, class Scalar>
+void epilogue_pass(const char* label, const ExecSpace& exec, const YView& Y, const BView& b,
+                   const LeakyReLUEpilogue<Scalar>& ep) {
+  using Policy = Kokkos::MDRangePolicy<ExecSpace, Kokkos::Rank<2>, Kokkos::IndexType<std::int64_t>>;
+  const std::int64_t M = Y.extent(0), N = Y.extent(1);
+  const EpiloguePass<BView, YView, P> pass{Y, b, ep};
+  if (is_host_space<ExecSpace>()) {
+    Kokkos::parallel_for(label, Policy(exec, {0, 0}, {M, N}), pass);
+  } else if (std::is_same<typename YView::array_layout, Kokkos::LayoutLeft>::value) {
+    Kokkos::parallel_for(label, Policy(exec, {0, 0}, {M, N}, {256, 1}), pass);
+  } else {
+    Kokkos::parallel_for(label, Policy(exec, {0, 0}, {M, N}, {1, 256}), pass);
+  }
+}
+
+}  // namespace Impl
+}  // namespace FusedLinear
+
+#endif

@@ -1,0 +1,253 @@
+// SPDX-License-Identifier: Apache-2.0
+// Every path of FusedLinear::linear_leaky_relu against the float64 host reference, typed over
+// value type and layout, on the default execution space (host or CUDA, whichever Kokkos has).
+#include <cmath>
+#include <limits>
+#include <stdexcept>
+#include <string>
+#include <tuple>
+#include <type_traits>
+
+#include "TestHelpers.hpp"
+
+namespace {
+
+using namespace FusedLinearTest;
+using FusedLinear::Algorithm;
+
+template <class Scalar_, class Layout_>
+struct Config {
+  using Scalar = Scalar_;
+  using Layout = Layout_;
+};
+
+template <class C>
+class LinearLeakyReLU : public ::testing::Test {
+ public:
+  using Scalar = typename C::Scalar;
+  using Layout = typename C::Layout;
+  using P = Problem<Scalar, Layout>;
+
+  /// Runs every algorithm on fresh inputs and checks each against the reference.
+  void check_all(std::int64_t M, std::int64_t K, std::int64_t N, double multiplier, double slope,
+                 std::uint64_t seed = 1234) {
+    P p(M, K, N, seed);
+    for (Algorithm a : all_algorithms) {
+      p.poison();
+      const auto info = FusedLinear::linear_leaky_relu(ExecSpace(), p.X, p.W, p.b, p.Y,
+                                                       Scalar(multiplier), Scalar(slope), a);
+      Kokkos::fence();
+      EXPECT_NE(info.algorithm, Algorithm::Auto);
+      EXPECT_TRUE(matches_reference(p, multiplier, slope, p.Y)) << describe(a, info);
+    }
+  }
+};
+
+using Configs = ::testing::Types<Config<float, Kokkos::LayoutRight>,
+                                 Config<float, Kokkos::LayoutLeft>,
+                                 Config<double, Kokkos::LayoutRight>,
+                                 Config<double, Kokkos::LayoutLeft>>;
+TYPED_TEST_SUITE(LinearLeakyReLU, Configs);
+
+// Shapes: single elements, K = 1, skinny M = 1 and N = 1, odd sizes, sizes that are and are not
+// multiples of every tile (GPU 128x128x8, host 4x16x64) and of the 16-byte pack (4 floats,
+// 2 doubles), and one larger odd shape as Kokkos Kernels' own gemm tests use.
+TYPED_TEST(LinearLeakyReLU, EdgeAndOddShapes) {
+  const std::int64_t shapes[][3] = {
+      {1, 1, 1},     {1, 7, 1},     {3, 1, 5},     {1, 257, 300},  {300, 257, 1},
+      {13, 15, 17},  {17, 16, 12},  {64, 64, 64},  {128, 128, 128}, {129, 136, 131},
+      {127, 129, 255}, {256, 72, 260}, {12, 3071, 517}};
+  for (const auto& s : shapes) this->check_all(s[0], s[1], s[2], 2.0, 0.1);
+}
+
+TYPED_TEST(LinearLeakyReLU, MultipliersAndSlopes) {
+  const double multipliers[] = {2.0, 1.0, -1.5, 0.0};
+  const double slopes[] = {0.1, 0.0, 1.0, 2.5, -0.5};
+  for (double m : multipliers)
+    for (double s : slopes) this->check_all(37, 45, 70, m, s, 99);
+}
+
+TYPED_TEST(LinearLeakyReLU, EmptyShapesAreValid) {
+  using Scalar = typename TestFixture::Scalar;
+  for (Algorithm a : all_algorithms) {
+    // M = 0 and N = 0: nothing to write, no error.
+    typename TestFixture::P m0(0, 8, 5, 1), n0(4, 8, 0, 1);
+    EXPECT_NO_THROW(FusedLinear::linear_leaky_relu(m0.X, m0.W, m0.b, m0.Y, Scalar(2), Scalar(0.1), a));
+    EXPECT_NO_THROW(FusedLinear::linear_leaky_relu(n0.X, n0.W, n0.b, n0.Y, Scalar(2), Scalar(0.1), a));
+    // K = 0: Y = LeakyReLU(multiplier * b) on every row (Kokkos Kernels' gemm would leave Y as is).
+    typename TestFixture::P k0(6, 0, 9, 1);
+    const auto info = FusedLinear::linear_leaky_relu(k0.X, k0.W, k0.b, k0.Y, Scalar(-2), Scalar(0.1), a);
+    Kokkos::fence();
+    EXPECT_EQ(info.gemm, "none");
+    EXPECT_TRUE(matches_reference(k0, -2.0, 0.1, k0.Y)) << describe(a, info);
+  }
+}
+
+// NaN and +-Inf in X, W or b reach Y exactly as in PyTorch: a NaN in X(i, k) poisons row i; an
+// infinite W(j, k) makes column j infinite (or NaN where signs meet); an infinite bias makes its
+// column +-Inf before the activation.
+TYPED_TEST(LinearLeakyReLU, NanAndInfPropagate) {
+  using Scalar = typename TestFixture::Scalar;
+  const Scalar inf = std::numeric_limits<Scalar>::infinity();
+  for (Algorithm a : all_algorithms) {
+    typename TestFixture::P p(20, 33, 24, 7);
+    auto set = [](auto view, auto... index_and_value) {
+      auto h = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), view);
+      auto t = std::make_tuple(index_and_value...);
+      if constexpr (sizeof...(index_and_value) == 3)
+        h(std::get<0>(t), std::get<1>(t)) = std::get<2>(t);
+      else
+        h(std::get<0>(t)) = std::get<1>(t);
+      Kokkos::deep_copy(view, h);
+    };
+    set(p.X, 2, 5, std::numeric_limits<Scalar>::quiet_NaN());
+    set(p.W, 7, 3, inf);
+    set(p.W, 9, 0, -inf);
+    set(p.b, 11, inf);
+    set(p.b, 12, -inf);
+    const auto info = FusedLinear::linear_leaky_relu(p.X, p.W, p.b, p.Y, Scalar(2), Scalar(0.1), a);
+    Kokkos::fence();
+    EXPECT_TRUE(matches_reference(p, 2.0, 0.1, p.Y)) << describe(a, info);
+    auto y = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), p.Y);
+    EXPECT_TRUE(std::isnan(y(2, 0)));         // the NaN row
+    EXPECT_EQ(y(5, 12), -inf * Scalar(0.1));  // -Inf bias, after the slope
+  }
+}
+
+TYPED_TEST(LinearLeakyReLU, VendorAndFusedAgree) {
+  using Scalar = typename TestFixture::Scalar;
+  typename TestFixture::P p(70, 300, 90, 5);
+  typename TestFixture::P::Matrix y_vendor("y_vendor", p.M, p.N);
+  FusedLinear::linear_leaky_relu(p.X, p.W, p.b, y_vendor, Scalar(2), Scalar(0.1), Algorithm::Vendor);
+  FusedLinear::linear_leaky_relu(p.X, p.W, p.b, p.Y, Scalar(2), Scalar(0.1), Algorithm::Fused);
+  auto v = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), y_vendor);
+  auto f = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), p.Y);
+  auto X = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), p.X);
+  auto W = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), p.W);
+  auto b = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), p.b);
+  // Each is within the reference bound, so they are within twice that bound of each other.
+  const double g = gamma<Scalar>(p.K + 3);
+  for (std::int64_t i = 0; i < p.M; ++i)
+    for (std::int64_t j = 0; j < p.N; ++j) {
+      double magnitude = std::abs(double(b(j)));
+      for (std::int64_t k = 0; k < p.K; ++k) magnitude += std::abs(double(X(i, k)) * W(j, k));
+      ASSERT_LE(std::abs(double(v(i, j)) - f(i, j)), 2 * 2.0 * g * magnitude) << i << "," << j;
+    }
+}
+
+TYPED_TEST(LinearLeakyReLU, ReportsWhatRan) {
+  using Scalar = typename TestFixture::Scalar;
+  using Layout = typename TestFixture::Layout;
+  typename TestFixture::P p(8, 8, 8, 3);
+  const auto fused = FusedLinear::linear_leaky_relu(p.X, p.W, p.b, p.Y, Scalar(2), Scalar(0.1),
+                                                    Algorithm::Fused);
+  EXPECT_EQ(fused.algorithm, Algorithm::Fused);
+  EXPECT_FALSE(fused.vendor_blas);
+
+  const auto vendor = FusedLinear::linear_leaky_relu(p.X, p.W, p.b, p.Y, Scalar(2), Scalar(0.1),
+                                                     Algorithm::Vendor);
+  EXPECT_EQ(vendor.algorithm, Algorithm::Vendor);
+  // All three Views share one layout here: the BLAS TPL of this build serves them.
+  EXPECT_TRUE(vendor.vendor_blas) << vendor.note;
+  EXPECT_TRUE(vendor.note.empty()) << vendor.note;
+
+  // Auto takes the vendor BLAS where one serves the Views.
+  const auto automatic = FusedLinear::linear_leaky_relu(p.X, p.W, p.b, p.Y, Scalar(2), Scalar(0.1));
+  EXPECT_EQ(automatic.algorithm, Algorithm::Vendor);
+
+  // Mixed layouts: Kokkos Kernels would silently use its native gemm; we say so.
+  using Other = std::conditional_t<std::is_same<Layout, Kokkos::LayoutRight>::value,
+                                   Kokkos::LayoutLeft, Kokkos::LayoutRight>;
+  Kokkos::View<Scalar**, Other, MemorySpace> W_other("W_other", p.N, p.K);
+  Kokkos::deep_copy(W_other, p.W);
+  p.poison();
+  const auto mixed = FusedLinear::linear_leaky_relu(p.X, W_other, p.b, p.Y, Scalar(2), Scalar(0.1),
+                                                    Algorithm::Vendor);
+  Kokkos::fence();
+  EXPECT_FALSE(mixed.vendor_blas);
+  EXPECT_EQ(mixed.gemm, "Kokkos Kernels native gemm");
+  EXPECT_NE(mixed.note.find("native"), std::string::npos);
+  EXPECT_TRUE(matches_reference(p, 2.0, 0.1, p.Y));
+  EXPECT_EQ(FusedLinear::linear_leaky_relu(p.X, W_other, p.b, p.Y, Scalar(2), Scalar(0.1)).algorithm,
+            Algorithm::Fused);
+
+  // vendor_prefill with multiplier 0 would let the BLAS skip the product: reported fallback.
+  const auto zero = FusedLinear::linear_leaky_relu(p.X, p.W, p.b, p.Y, Scalar(0), Scalar(0.1),
+                                                   Algorithm::VendorPrefill);
+  EXPECT_EQ(zero.algorithm, Algorithm::Vendor);
+  EXPECT_FALSE(zero.note.empty());
+}
+
+// ------------------------------------------------------------------ misuse: clear exceptions
+class LinearLeakyReLUErrors : public ::testing::Test {
+ protected:
+  using P = Problem<float, Kokkos::LayoutRight>;
+  P p{6, 5, 4, 11};
+
+  template <class... Args>
+  static std::string error_of(Args&&... args) {
+    try {
+      FusedLinear::linear_leaky_relu(std::forward<Args>(args)...);
+    } catch (const std::invalid_argument& e) {
+      return e.what();
+    }
+    return "no exception";
+  }
+  static bool names(const std::string& what, const std::string& problem) {
+    return what.rfind("FusedLinear::linear_leaky_relu: ", 0) == 0 &&
+           what.find(problem) != std::string::npos;
+  }
+};
+
+TEST_F(LinearLeakyReLUErrors, MismatchedExtents) {
+  P::Matrix W_bad_k("W", 4, 6), Y_bad_m("Y", 7, 4), Y_bad_n("Y", 6, 3);
+  P::Vector b_bad("b", 5);
+  for (Algorithm a : all_algorithms) {
+    EXPECT_TRUE(names(error_of(p.X, W_bad_k, p.b, p.Y, 2.f, 0.1f, a), "extents do not match"));
+    EXPECT_TRUE(names(error_of(p.X, p.W, b_bad, p.Y, 2.f, 0.1f, a), "extents do not match"));
+    EXPECT_TRUE(names(error_of(p.X, p.W, p.b, Y_bad_m, 2.f, 0.1f, a), "extents do not match"));
+    EXPECT_TRUE(names(error_of(p.X, p.W, p.b, Y_bad_n, 2.f, 0.1f, a), "X [6,5], W [4,5], b [4], Y [6,3]"));
+  }
+}
+
+TEST_F(LinearLeakyReLUErrors, UnallocatedViews) {
+  P::Matrix none;
+  P::Vector no_bias;
+  EXPECT_TRUE(names(error_of(none, p.W, p.b, p.Y, 2.f, 0.1f), "X is not allocated"));
+  EXPECT_TRUE(names(error_of(p.X, none, p.b, p.Y, 2.f, 0.1f), "W is not allocated"));
+  EXPECT_TRUE(names(error_of(p.X, p.W, no_bias, p.Y, 2.f, 0.1f), "b is not allocated"));
+  EXPECT_TRUE(names(error_of(p.X, p.W, p.b, none, 2.f, 0.1f), "Y is not allocated"));
+}
+
+TEST_F(LinearLeakyReLUErrors, OutputAliasingAnInput) {
+  // Y as a 6x4 view on the memory of a 6x5 X, of a 4x5 W (first 16 elements of it as 4x4...),
+  // and of b: each must be refused before anything is written.
+  P::Matrix XY("XY", 6, 5);
+  Kokkos::View<float**, Kokkos::LayoutRight, MemorySpace, Kokkos::MemoryUnmanaged> Y_on_X(XY.data(), 6, 4);
+  EXPECT_TRUE(names(error_of(XY, p.W, p.b, Y_on_X, 2.f, 0.1f), "Y aliases X"));
+  P::Matrix W_big("W", 4, 5);
+  Kokkos::View<float**, Kokkos::LayoutRight, MemorySpace, Kokkos::MemoryUnmanaged> Y_on_W(W_big.data() + 1, 1, 4);
+  P::Matrix X1("X1", 1, 5);
+  EXPECT_TRUE(names(error_of(X1, W_big, p.b, Y_on_W, 2.f, 0.1f), "Y aliases W"));
+  Kokkos::View<float**, Kokkos::LayoutRight, MemorySpace, Kokkos::MemoryUnmanaged> Y_on_b(p.b.data(), 1, 4);
+  EXPECT_TRUE(names(error_of(X1, p.W, p.b, Y_on_b, 2.f, 0.1f), "Y aliases b"));
+}
+
+TEST_F(LinearLeakyReLUErrors, NonFiniteParameters) {
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  const float inf = std::numeric_limits<float>::infinity();
+  for (Algorithm a : all_algorithms) {
+    EXPECT_TRUE(names(error_of(p.X, p.W, p.b, p.Y, nan, 0.1f, a), "multiplier must be finite"));
+    EXPECT_TRUE(names(error_of(p.X, p.W, p.b, p.Y, -inf, 0.1f, a), "multiplier must be finite"));
+    EXPECT_TRUE(names(error_of(p.X, p.W, p.b, p.Y, 2.f, nan, a), "negative_slope must be finite"));
+    EXPECT_TRUE(names(error_of(p.X, p.W, p.b, p.Y, 2.f, inf, a), "negative_slope must be finite"));
+  }
+}
+
+TEST(Algorithms, NamesRoundTrip) {
+  for (Algorithm a : all_algorithms)
+    EXPECT_EQ(FusedLinear::algorithm_from_string(FusedLinear::to_string(a)), a);
+  EXPECT_THROW(FusedLinear::algorithm_from_string("cublas"), std::invalid_argument);
+}
+
+}  // namespace
