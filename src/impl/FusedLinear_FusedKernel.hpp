@@ -9,7 +9,7 @@
 
 #include "FusedLinear_Epilogue.hpp"
 
-#if defined(__CUDA_ARCH__) || defined(__HIP_DEVICE_COMPILE__) || defined(__clang__)
+#if defined(__CUDACC__) || defined(__HIPCC__) || defined(__clang__)
 #define FUSED_LINEAR_UNROLL _Pragma("unroll")
 #elif defined(__GNUC__)
 #define FUSED_LINEAR_UNROLL _Pragma("GCC unroll 16")
@@ -47,11 +47,15 @@ constexpr bool is_host_space() {
 /// Host (OpenMP, Serial): one thread per team (host team sizes are tiny), a 4x16 register tile
 /// (sixteen 4-wide vector accumulators fit the 16 AVX registers), deep K steps because host
 /// barriers of a one-thread team cost nothing.
+///
+/// GPU double: 64 accumulators of 8 bytes would need the whole register file (the compiler spilled
+/// 2.2 KB per thread), so double uses 4x4 thread tiles on 64x64 team tiles.
 template <class ExecSpace, class Scalar, bool Host = is_host_space<ExecSpace>()>
 struct FusedTiles {
+  static constexpr bool wide = sizeof(Scalar) > 4;
   static constexpr int vector = Pack16<Scalar>::size;
-  static constexpr int tile_m = 128, tile_n = 128, tile_k = 8;
-  static constexpr int thread_m = 8, thread_n = 8;
+  static constexpr int tile_m = wide ? 64 : 128, tile_n = wide ? 64 : 128, tile_k = 8;
+  static constexpr int thread_m = wide ? 4 : 8, thread_n = wide ? 4 : 8;
   static constexpr int min_teams_per_sm = 2;
 };
 
@@ -106,12 +110,12 @@ struct FusedLinearKernel {
   std::int64_t M, N, K;
   int tiles_n;
 
-  static std::size_t scratch_bytes() { return 2 * stage_size * sizeof(Scalar); }
+  static constexpr std::size_t scratch_bytes = 2 * stage_size * sizeof(Scalar);
 
   static policy_type policy(const ExecSpace& exec, std::int64_t M, std::int64_t N) {
     const std::int64_t tiles = ((M + BM - 1) / BM) * ((N + BN - 1) / BN);
     return policy_type(exec, static_cast<int>(tiles), team_size, 1)
-        .set_scratch_size(0, Kokkos::PerTeam(scratch_bytes()));
+        .set_scratch_size(0, Kokkos::PerTeam(scratch_bytes));
   }
 
   // Global -> registers: thread `tid` loads packs tid, tid + team_size, ... of each tile, each
@@ -165,8 +169,8 @@ struct FusedLinearKernel {
     const std::int64_t n0 = static_cast<std::int64_t>(tile % tiles_n) * BN;
     const int tid = team.team_rank();
     const int tx = tid % threads_n, ty = tid / threads_n;
-    Scalar* const scratch =
-        static_cast<Scalar*>(team.team_scratch(0).get_shmem(scratch_bytes()));
+    const std::size_t bytes = scratch_bytes;  // by value: get_shmem takes a reference
+    Scalar* const scratch = static_cast<Scalar*>(team.team_scratch(0).get_shmem(bytes));
 
     Scalar acc[TM][TN];
     FUSED_LINEAR_UNROLL

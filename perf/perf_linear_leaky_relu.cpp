@@ -1,0 +1,467 @@
+// SPDX-License-Identifier: Apache-2.0
+// fused_linear_perf: checks, then times, every requested path of FusedLinear::linear_leaky_relu
+// on one shape, on the default execution space. Prints a table and optionally writes JSON (read
+// by perf/compare.py). Exit status: 0 when every path wrote every checked element and is within
+// the error bound, 1 when one is not (or on a runtime error), 2 for a bad command line.
+//   usage: fused_linear_perf --help
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <fstream>
+#include <iomanip>
+#include <iostream>
+#include <limits>
+#include <sstream>
+#include <stdexcept>
+#include <string>
+#include <type_traits>
+#include <vector>
+
+#include <Kokkos_Core.hpp>
+#include <Kokkos_Random.hpp>
+
+#include <FusedLinear.hpp>
+
+namespace {
+
+using Scalar = float;  // the one place the measured precision is chosen
+constexpr const char* scalar_name = "float";
+using ExecSpace = Kokkos::DefaultExecutionSpace;
+using MemorySpace = ExecSpace::memory_space;
+using Algorithm = FusedLinear::Algorithm;
+using HostMatrix = Kokkos::View<Scalar**, Kokkos::LayoutRight, Kokkos::HostSpace>;
+
+/// A path fails when its ||Y - ref|| / ||ref|| over the checked rows exceeds this. fp32 with
+/// K = 8192 lands near 1e-6; a missing tile or a wrong bias moves it far above.
+constexpr double max_rel_err = 1e-4;
+
+/// The default shape: a host run must finish in seconds on two cores; a device run uses the
+/// reference model's layer.
+struct Shape {
+  std::int64_t M, K, N;
+};
+constexpr Shape default_shape = FusedLinear::Impl::is_host_space<ExecSpace>()
+                                    ? Shape{256, 1024, 512}
+                                    : Shape{1024, 8192, 8192};
+/// Up to this many multiply-adds the reference checks every row; above, sampled rows.
+constexpr double all_rows_limit = 8589934592.0;  // 2^33
+constexpr std::int64_t sampled_rows = 256;
+
+constexpr Algorithm all_algorithms[] = {Algorithm::Auto, Algorithm::Vendor,
+                                        Algorithm::VendorPrefill, Algorithm::Fused};
+
+struct Config {
+  Shape shape = default_shape;
+  double multiplier = 2.0, slope = 0.1;
+  std::vector<Algorithm> algorithms{std::begin(all_algorithms), std::end(all_algorithms)};
+  int warmup = 5, reps = 30;
+  std::uint64_t seed = static_cast<std::uint64_t>(
+      std::chrono::system_clock::now().time_since_epoch().count());
+  std::string json_path;
+  std::int64_t check_rows = 0;  // 0: the default, resolved from the shape in parse_args
+  bool layout_left = false;
+};
+
+void print_usage(std::ostream& os) {
+  os << "usage: fused_linear_perf [options] [Kokkos options, e.g. --kokkos-threads=N]\n"
+        "  --m M --k K --n N   shape: X [M,K], W [N,K], b [N], Y [M,N] (default "
+     << default_shape.M << 'x' << default_shape.K << 'x' << default_shape.N << " on "
+     << ExecSpace::name()
+     << ")\n"
+        "  --multiplier X      scale after the bias (default 2.0)\n"
+        "  --slope S           LeakyReLU negative slope (default 0.1)\n"
+        "  --algorithm LIST    comma list of auto,vendor,vendor_prefill,fused, or all (default)\n"
+        "  --warmup N          untimed calls per path after the checked one (default 5)\n"
+        "  --reps N            timed calls per path, each fenced and timed alone (default 30)\n"
+        "  --seed S            random seed (default: from the clock; printed)\n"
+        "  --check-rows R      rows checked against the float64 host reference (default: all\n"
+        "                      when M*N*K <= 2^33, else "
+     << sampled_rows
+     << " evenly spaced)\n"
+        "  --layout left|right layout of X, W, b and Y (default right, PyTorch's)\n"
+        "  --json FILE         also write the results as JSON\n"
+        "  --help              this text\n";
+}
+
+double parse_double(const std::string& option, const std::string& text) {
+  std::size_t used = 0;
+  double v = 0;
+  try {
+    v = std::stod(text, &used);
+  } catch (const std::exception&) {
+    used = 0;
+  }
+  if (used == 0 || used != text.size() || !std::isfinite(v))
+    throw std::invalid_argument(option + ": '" + text + "' is not a finite number");
+  return v;
+}
+
+/// An integer in [min, max]. Only plain digits pass: std::stoull would take "-1" and wrap it.
+template <class Int>
+Int parse_integer(const std::string& option, const std::string& text, Int min,
+                  Int max = std::numeric_limits<Int>::max()) {
+  bool ok = !text.empty() && text.find_first_not_of("0123456789") == std::string::npos;
+  unsigned long long v = 0;
+  if (ok) {
+    try {
+      v = std::stoull(text);
+    } catch (const std::out_of_range&) {
+      ok = false;
+    }
+  }
+  if (!ok || v < static_cast<unsigned long long>(min) ||
+      v > static_cast<unsigned long long>(max))
+    throw std::invalid_argument(option + " takes an integer in [" + std::to_string(min) + ", " +
+                                std::to_string(max) + "], got '" + text + "'");
+  return static_cast<Int>(v);
+}
+
+std::vector<Algorithm> parse_algorithms(const std::string& list) {
+  if (list == "all") return {std::begin(all_algorithms), std::end(all_algorithms)};
+  std::vector<Algorithm> out;
+  std::istringstream is(list);
+  for (std::string name; std::getline(is, name, ',');)
+    out.push_back(FusedLinear::algorithm_from_string(name));  // throws naming the bad one
+  if (out.empty()) throw std::invalid_argument("--algorithm: empty list");
+  return out;
+}
+
+/// Parses our options (Kokkos has already removed its own); accepts "--opt value" and
+/// "--opt=value". Throws std::invalid_argument with a message for the user.
+Config parse_args(int argc, char* argv[]) {
+  using Int = std::int64_t;
+  Config c;
+  for (int i = 1; i < argc; ++i) {
+    std::string option = argv[i], inline_value;
+    const auto eq = option.find('=');
+    const bool has_inline_value = option.rfind("--", 0) == 0 && eq != std::string::npos;
+    if (has_inline_value) {
+      inline_value = option.substr(eq + 1);
+      option.resize(eq);
+    }
+    const auto value = [&]() -> std::string {
+      if (has_inline_value) return inline_value;
+      if (i + 1 >= argc) throw std::invalid_argument(option + " needs a value");
+      return argv[++i];
+    };
+    if (option == "--m") {
+      c.shape.M = parse_integer<Int>(option, value(), 1);
+    } else if (option == "--k") {
+      c.shape.K = parse_integer<Int>(option, value(), 1);
+    } else if (option == "--n") {
+      c.shape.N = parse_integer<Int>(option, value(), 1);
+    } else if (option == "--multiplier") {
+      c.multiplier = parse_double(option, value());
+    } else if (option == "--slope") {
+      c.slope = parse_double(option, value());
+    } else if (option == "--algorithm") {
+      c.algorithms = parse_algorithms(value());
+    } else if (option == "--warmup") {
+      c.warmup = parse_integer<int>(option, value(), 0);
+    } else if (option == "--reps") {
+      c.reps = parse_integer<int>(option, value(), 1);
+    } else if (option == "--seed") {
+      c.seed = parse_integer<std::uint64_t>(option, value(), 0);
+    } else if (option == "--check-rows") {
+      c.check_rows = parse_integer<Int>(option, value(), 1);
+    } else if (option == "--json") {
+      c.json_path = value();
+    } else if (option == "--layout") {
+      const std::string layout = value();
+      if (layout != "left" && layout != "right")
+        throw std::invalid_argument("--layout takes left or right, got '" + layout + "'");
+      c.layout_left = layout == "left";
+    } else {
+      throw std::invalid_argument("unknown option '" + option + "'");
+    }
+  }
+  const Shape& s = c.shape;
+  if (c.check_rows == 0)
+    c.check_rows = double(s.M) * double(s.N) * double(s.K) <= all_rows_limit ? s.M : sampled_rows;
+  c.check_rows = std::min(c.check_rows, s.M);
+  return c;
+}
+
+/// The rows compared with the reference: all of them, or `count` evenly spaced ones that
+/// include the first and the last (where partial tiles are).
+std::vector<std::int64_t> checked_rows(std::int64_t M, std::int64_t count) {
+  std::vector<std::int64_t> rows(count);
+  for (std::int64_t r = 0; r < count; ++r) rows[r] = count == 1 ? 0 : r * (M - 1) / (count - 1);
+  return rows;
+}
+
+/// Agreement of one path's output with the reference over the checked rows.
+struct Accuracy {
+  double rel_err = 0, max_abs_err = 0;
+  /// Checked elements left non-finite (the NaN poison survived) where the reference is finite;
+  /// they are left out of the two errors above and fail the run on their own.
+  std::int64_t unwritten = 0;
+};
+
+template <class YHost>
+Accuracy compare(const YHost& y, const std::vector<std::int64_t>& rows,
+                 const Kokkos::View<double**, Kokkos::LayoutRight, Kokkos::HostSpace>& ref) {
+  Accuracy a;
+  double err2 = 0, ref2 = 0;
+  for (std::size_t r = 0; r < rows.size(); ++r) {
+    for (std::int64_t j = 0; j < static_cast<std::int64_t>(ref.extent(1)); ++j) {
+      const double expected = ref(r, j), got = y(rows[r], j);
+      if (!std::isfinite(expected)) continue;  // random inputs in range never produce these
+      if (!std::isfinite(got)) {
+        ++a.unwritten;
+        continue;
+      }
+      const double d = got - expected;
+      err2 += d * d;
+      ref2 += expected * expected;
+      a.max_abs_err = std::max(a.max_abs_err, std::abs(d));
+    }
+  }
+  a.rel_err = ref2 > 0 ? std::sqrt(err2 / ref2) : std::sqrt(err2);
+  return a;
+}
+
+struct Result {
+  Algorithm requested;
+  FusedLinear::RunInfo info;
+  Accuracy accuracy;
+  double median_ms, min_ms, gflops, gbs;
+};
+
+/// Host copy of a View in LayoutRight, so the reference streams rows whatever the layout.
+template <class View>
+HostMatrix host_row_major(const View& A) {
+  HostMatrix out(Kokkos::view_alloc(Kokkos::WithoutInitializing, A.label()), A.extent(0),
+                 A.extent(1));
+  Kokkos::deep_copy(out, Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), A));
+  return out;
+}
+
+/// Runs the whole method on one layout: inputs, reference, then check and time each path.
+template <class Layout>
+std::vector<Result> run(const Config& c) {
+  using Matrix = Kokkos::View<Scalar**, Layout, MemorySpace>;
+  using Vector = Kokkos::View<Scalar*, Layout, MemorySpace>;
+  const auto M = c.shape.M, K = c.shape.K, N = c.shape.N;
+  const auto uninitialized = [](const std::string& label) {
+    return Kokkos::view_alloc(Kokkos::WithoutInitializing, label);
+  };
+  Matrix X(uninitialized("X"), M, K), W(uninitialized("W"), N, K), Y(uninitialized("Y"), M, N);
+  Vector b(uninitialized("b"), N);
+
+  // As the reference model's inputs: X uniform [0, 1), W and b as nn.Linear initialises them.
+  {
+    Kokkos::Random_XorShift64_Pool<ExecSpace> pool(c.seed);
+    const Scalar bound = Scalar(1) / std::sqrt(Scalar(K));
+    Kokkos::fill_random(X, pool, Scalar(0), Scalar(1));
+    Kokkos::fill_random(W, pool, -bound, bound);
+    Kokkos::fill_random(b, pool, -bound, bound);
+    Kokkos::fence();
+  }
+
+  // The reference, once, on the checked rows of X only (the gathered rows form a smaller X).
+  const std::vector<std::int64_t> rows = checked_rows(M, c.check_rows);
+  const auto ref = [&] {
+    const auto x_all = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), X);
+    HostMatrix x_rows(uninitialized("X checked rows"), rows.size(), K);
+    for (std::size_t r = 0; r < rows.size(); ++r)
+      for (std::int64_t k = 0; k < K; ++k) x_rows(r, k) = x_all(rows[r], k);
+    return FusedLinear::reference_linear_leaky_relu(
+        x_rows, host_row_major(W), Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), b),
+        c.multiplier, c.slope);
+  }();
+  auto y_host = Kokkos::create_mirror_view(Y);
+
+  const double flops = 2.0 * double(M) * double(N) * double(K);
+  const double bytes = sizeof(Scalar) * (double(M) * K + double(N) * K + N + double(M) * N);
+  std::vector<Result> results;
+  for (const Algorithm a : c.algorithms) {
+    const auto call = [&] {
+      return FusedLinear::linear_leaky_relu(ExecSpace(), X, W, b, Y, Scalar(c.multiplier),
+                                            Scalar(c.slope), a);
+    };
+    Result r{a, {}, {}, 0, 0, 0, 0};
+    // Checked call: an element the path never writes keeps the NaN and is counted.
+    Kokkos::deep_copy(Y, std::numeric_limits<Scalar>::quiet_NaN());
+    r.info = call();
+    Kokkos::fence();
+    Kokkos::deep_copy(y_host, Y);
+    r.accuracy = compare(y_host, rows, ref);
+
+    for (int i = 0; i < c.warmup; ++i) call();
+    std::vector<double> ms(c.reps);
+    for (double& t : ms) {
+      Kokkos::fence();
+      Kokkos::Timer timer;
+      call();
+      Kokkos::fence();
+      t = timer.seconds() * 1e3;
+    }
+    std::sort(ms.begin(), ms.end());
+    // The upper median, times[n/2], as torch_peers.py takes it: ratios compare like with like.
+    r.median_ms = ms[ms.size() / 2];
+    r.min_ms = ms.front();
+    r.gflops = flops / (r.median_ms * 1e-3) / 1e9;
+    r.gbs = bytes / (r.median_ms * 1e-3) / 1e9;
+    results.push_back(r);
+  }
+  return results;
+}
+
+std::string kokkos_version() {
+  std::ostringstream os;
+  os << KOKKOS_VERSION / 10000 << '.' << KOKKOS_VERSION / 100 % 100 << '.' << KOKKOS_VERSION % 100;
+  return os.str();
+}
+
+std::string shape_string(const Shape& s) {
+  return std::to_string(s.M) + 'x' + std::to_string(s.K) + 'x' + std::to_string(s.N);
+}
+
+void print_header(const Config& c) {
+  std::cout << "FusedLinear " << FUSED_LINEAR_VERSION_STRING
+            << " perf: Y = LeakyReLU(multiplier * (X . W^T + b), slope), " << scalar_name
+            << "\nKokkos " << kokkos_version() << ": execution space " << ExecSpace::name()
+            << ", memory space " << MemorySpace::name() << ", concurrency "
+            << ExecSpace().concurrency() << '\n';
+  Kokkos::print_configuration(std::cout);
+  std::cout << "shape MxKxN " << shape_string(c.shape) << ", layout "
+            << (c.layout_left ? "left" : "right") << ", multiplier " << c.multiplier
+            << ", slope " << c.slope << ", seed " << c.seed << ", warm-up " << c.warmup
+            << ", reps " << c.reps << "\nchecked against the float64 host reference: "
+            << (c.check_rows == c.shape.M ? "all " : "") << c.check_rows << " of "
+            << c.shape.M << " rows\n\n";
+}
+
+void print_table(const std::vector<Result>& results) {
+  // Widths fit the longest values: "vendor_prefill" and "FusedLinear TeamPolicy kernel".
+  const char* const head = "%-15s %-15s %-30s %10s %10s %9s %9s %10s %12s %10s\n";
+  const char* const row = "%-15s %-15s %-30s %10.4f %10.4f %9.1f %9.1f %10.2e %12.2e %10lld\n";
+  std::printf(head, "algorithm", "ran", "gemm", "median ms", "min ms", "GFLOP/s", "GB/s",
+              "rel err", "max abs err", "unwritten");
+  for (const Result& r : results)
+    std::printf(row, FusedLinear::to_string(r.requested), FusedLinear::to_string(r.info.algorithm),
+                r.info.gemm.c_str(), r.median_ms, r.min_ms, r.gflops, r.gbs, r.accuracy.rel_err,
+                r.accuracy.max_abs_err, static_cast<long long>(r.accuracy.unwritten));
+  std::fflush(stdout);  // the table and the notes below share stdout through two APIs
+  for (const Result& r : results)
+    if (!r.info.note.empty())
+      std::cout << "note (" << FusedLinear::to_string(r.requested) << "): " << r.info.note << '\n';
+}
+
+std::string json_string(const std::string& s) {
+  std::ostringstream os;
+  os << '"';
+  for (const char ch : s) {
+    if (ch == '"' || ch == '\\') {
+      os << '\\' << ch;
+    } else if (static_cast<unsigned char>(ch) < 0x20) {
+      os << "\\u" << std::hex << std::setw(4) << std::setfill('0') << int(ch) << std::dec;
+    } else {
+      os << ch;
+    }
+  }
+  os << '"';
+  return os.str();
+}
+
+/// JSON has no NaN or Inf: those become null.
+std::string json_number(double v) {
+  if (!std::isfinite(v)) return "null";
+  std::ostringstream os;
+  os << std::setprecision(10) << v;
+  return os.str();
+}
+
+void write_json(const std::string& path, const Config& c, const std::vector<Result>& results) {
+  std::ofstream os(path);
+  const std::string shape = json_string(shape_string(c.shape));
+  os << "{\n  \"config\": {"
+     << "\"fused_linear_version\": " << json_string(FUSED_LINEAR_VERSION_STRING)
+     << ", \"kokkos_version\": " << json_string(kokkos_version())
+     << ", \"execution_space\": " << json_string(ExecSpace::name())
+     << ", \"memory_space\": " << json_string(MemorySpace::name())
+     << ", \"concurrency\": " << ExecSpace().concurrency()
+     << ", \"scalar\": " << json_string(scalar_name) << ", \"shape\": " << shape
+     << ", \"M\": " << c.shape.M << ", \"K\": " << c.shape.K << ", \"N\": " << c.shape.N
+     << ", \"layout\": " << json_string(c.layout_left ? "left" : "right")
+     << ", \"multiplier\": " << json_number(c.multiplier)
+     << ", \"slope\": " << json_number(c.slope) << ", \"seed\": " << c.seed
+     << ", \"warmup\": " << c.warmup << ", \"reps\": " << c.reps
+     << ", \"check_rows\": " << c.check_rows << "},\n  \"results\": [";
+  for (std::size_t i = 0; i < results.size(); ++i) {
+    const Result& r = results[i];
+    os << (i ? ",\n" : "\n") << "    {\"shape\": " << shape
+       << ", \"algorithm_requested\": " << json_string(FusedLinear::to_string(r.requested))
+       << ", \"algorithm_ran\": " << json_string(FusedLinear::to_string(r.info.algorithm))
+       << ", \"gemm\": " << json_string(r.info.gemm)
+       << ", \"vendor_blas\": " << (r.info.vendor_blas ? "true" : "false")
+       << ", \"note\": " << json_string(r.info.note)
+       << ", \"median_ms\": " << json_number(r.median_ms)
+       << ", \"min_ms\": " << json_number(r.min_ms) << ", \"gflops\": " << json_number(r.gflops)
+       << ", \"gbs\": " << json_number(r.gbs)
+       << ", \"rel_err\": " << json_number(r.accuracy.rel_err)
+       << ", \"max_abs_err\": " << json_number(r.accuracy.max_abs_err)
+       << ", \"unwritten\": " << r.accuracy.unwritten << "}";
+  }
+  os << "\n  ]\n}\n";
+  if (!os) throw std::runtime_error("cannot write " + path);
+}
+
+/// Prints why each failing path fails; true when all pass.
+bool all_pass(const std::vector<Result>& results) {
+  bool ok = true;
+  for (const Result& r : results) {
+    const char* name = FusedLinear::to_string(r.requested);
+    if (r.accuracy.unwritten > 0) {
+      std::cout << "FAIL " << name << ": " << r.accuracy.unwritten
+                << " checked elements are not finite where the reference is\n";
+      ok = false;
+    }
+    if (!(r.accuracy.rel_err <= max_rel_err)) {  // NaN fails too
+      std::cout << "FAIL " << name << ": relative error " << r.accuracy.rel_err << " exceeds "
+                << max_rel_err << '\n';
+      ok = false;
+    }
+  }
+  return ok;
+}
+
+}  // namespace
+
+int main(int argc, char* argv[]) {
+  // Answered before Kokkos starts, which would print its own help for --help as well.
+  for (int i = 1; i < argc; ++i) {
+    const std::string arg = argv[i];
+    if (arg == "--help" || arg == "-h") {
+      print_usage(std::cout);
+      return 0;
+    }
+  }
+  Kokkos::ScopeGuard kokkos(argc, argv);  // removes the Kokkos options from argv
+  Config config;
+  try {
+    config = parse_args(argc, argv);
+  } catch (const std::exception& e) {
+    std::cerr << "fused_linear_perf: " << e.what() << "\n";
+    print_usage(std::cerr);
+    return 2;
+  }
+  try {
+    print_header(config);
+    const std::vector<Result> results = config.layout_left
+                                            ? run<Kokkos::LayoutLeft>(config)
+                                            : run<Kokkos::LayoutRight>(config);
+    print_table(results);
+    if (!config.json_path.empty()) {
+      write_json(config.json_path, config, results);
+      std::cout << "wrote " << config.json_path << '\n';
+    }
+    return all_pass(results) ? 0 : 1;
+  } catch (const std::exception& e) {
+    std::cerr << "fused_linear_perf: " << e.what() << '\n';
+    return 1;
+  }
+}
