@@ -40,9 +40,10 @@ constexpr bool is_host_space() {
 /// computes a 128x128 tile of Y; each thread holds an 8x8 register tile (64 accumulators, 16
 /// operands per 64 FMAs: enough arithmetic intensity per shared-memory read to keep the FMA
 /// pipes busy). K advances 8 at a time through two scratch buffers (2 x 2 x 8 x 132 floats =
-/// 16.9 KB, far under Kokkos 3.4's 48 KB level-0 cap, leaving room for two teams per SM).
-/// The thread tile is split in 16-byte groups spaced tile/2 apart, so a warp's scratch reads
-/// are conflict-free broadcasts and its global writes are contiguous.
+/// 16.9 KB, far under Kokkos 3.4's 48 KB level-0 cap). ptxas needs 141 registers for this
+/// without spilling; capping at 128 (two teams per SM) spilled 80 bytes, so the launch bound
+/// asks for one team per SM. The thread tile is split in 16-byte groups spaced tile/2 apart, so
+/// a warp's scratch reads are conflict-free broadcasts and its global writes are contiguous.
 ///
 /// Host (OpenMP, Serial): one thread per team (host team sizes are tiny), a 4x16 register tile
 /// (sixteen 4-wide vector accumulators fit the 16 AVX registers), deep K steps because host
@@ -56,7 +57,7 @@ struct FusedTiles {
   static constexpr int vector = Pack16<Scalar>::size;
   static constexpr int tile_m = wide ? 64 : 128, tile_n = wide ? 64 : 128, tile_k = 8;
   static constexpr int thread_m = wide ? 4 : 8, thread_n = wide ? 4 : 8;
-  static constexpr int min_teams_per_sm = 2;
+  static constexpr int min_teams_per_sm = 1;
 };
 
 template <class ExecSpace, class Scalar>
@@ -119,28 +120,43 @@ struct FusedLinearKernel {
   }
 
   // Global -> registers: thread `tid` loads packs tid, tid + team_size, ... of each tile, each
-  // pack being V consecutive k of one row. Out-of-range elements load as zero.
-  template <class View, int Loads>
-  KOKKOS_FORCEINLINE_FUNCTION static void load(const View& A, std::int64_t rows, std::int64_t K,
-                                               std::int64_t r0, std::int64_t k0, int tid,
-                                               Pack (&reg)[Loads]) {
+  // pack being V consecutive k of one row: pack l of thread tid sits at (pack_row, pack_k).
+  KOKKOS_FORCEINLINE_FUNCTION static int pack_row(int tid, int l) {
+    return (tid + l * team_size) / (BK / V);
+  }
+  KOKKOS_FORCEINLINE_FUNCTION static int pack_k(int tid, int l) {
+    return ((tid + l * team_size) % (BK / V)) * V;
+  }
+
+  // Vectorized: one 16-byte load per pack from pointers computed once per team (&A(row, pack_k),
+  // null for rows past the end), so the K loop carries no 64-bit index arithmetic.
+  template <int Loads>
+  KOKKOS_FORCEINLINE_FUNCTION static void load_packed(const Scalar* const (&rows)[Loads],
+                                                      std::int64_t k, std::int64_t K, int tid,
+                                                      Pack (&reg)[Loads]) {
     FUSED_LINEAR_UNROLL
     for (int l = 0; l < Loads; ++l) {
-      const int idx = tid + l * team_size;
-      const std::int64_t r = r0 + idx / (BK / V);
-      const std::int64_t k = k0 + (idx % (BK / V)) * V;
-      if (Vectorized) {
-        if (r < rows && k < K) {
-          reg[l] = *reinterpret_cast<const Pack*>(&A(r, k));
-        } else {
-          FUSED_LINEAR_UNROLL
-          for (int q = 0; q < V; ++q) reg[l].v[q] = Scalar(0);
-        }
+      if (rows[l] != nullptr && k + pack_k(tid, l) < K) {
+        reg[l] = *reinterpret_cast<const Pack*>(rows[l] + k);
       } else {
         FUSED_LINEAR_UNROLL
-        for (int q = 0; q < V; ++q)
-          reg[l].v[q] = (r < rows && k + q < K) ? Scalar(A(r, k + q)) : Scalar(0);
+        for (int q = 0; q < V; ++q) reg[l].v[q] = Scalar(0);
       }
+    }
+  }
+
+  // Any layout: element by element through the View, out-of-range elements as zero.
+  template <class View, int Loads>
+  KOKKOS_FORCEINLINE_FUNCTION static void load_elements(const View& A, std::int64_t rows,
+                                                        std::int64_t K, std::int64_t r0,
+                                                        std::int64_t k, int tid,
+                                                        Pack (&reg)[Loads]) {
+    FUSED_LINEAR_UNROLL
+    for (int l = 0; l < Loads; ++l) {
+      const std::int64_t r = r0 + pack_row(tid, l), kq = k + pack_k(tid, l);
+      FUSED_LINEAR_UNROLL
+      for (int q = 0; q < V; ++q)
+        reg[l].v[q] = (r < rows && kq + q < K) ? Scalar(A(r, kq + q)) : Scalar(0);
     }
   }
 
@@ -149,8 +165,7 @@ struct FusedLinearKernel {
   KOKKOS_FORCEINLINE_FUNCTION static void store(Scalar* tile, int tid, const Pack (&reg)[Loads]) {
     FUSED_LINEAR_UNROLL
     for (int l = 0; l < Loads; ++l) {
-      const int idx = tid + l * team_size;
-      const int r = idx / (BK / V), k = (idx % (BK / V)) * V;
+      const int r = pack_row(tid, l), k = pack_k(tid, l);
       FUSED_LINEAR_UNROLL
       for (int q = 0; q < V; ++q) tile[(k + q) * Ld + r] = reg[l].v[q];
     }
@@ -179,9 +194,31 @@ struct FusedLinearKernel {
       for (int j = 0; j < TN; ++j) acc[i][j] = Scalar(0);
     }
 
+    const Scalar* x_rows[x_loads] = {};
+    const Scalar* w_rows[w_loads] = {};
+    if (Vectorized) {
+      FUSED_LINEAR_UNROLL
+      for (int l = 0; l < x_loads; ++l) {
+        const std::int64_t r = m0 + pack_row(tid, l);
+        x_rows[l] = r < M ? &X(r, pack_k(tid, l)) : nullptr;
+      }
+      FUSED_LINEAR_UNROLL
+      for (int l = 0; l < w_loads; ++l) {
+        const std::int64_t r = n0 + pack_row(tid, l);
+        w_rows[l] = r < N ? &W(r, pack_k(tid, l)) : nullptr;
+      }
+    }
     Pack xr[x_loads], wr[w_loads];
-    load(X, M, K, m0, 0, tid, xr);
-    load(W, N, K, n0, 0, tid, wr);
+    auto load_step = [&](std::int64_t k0) {
+      if (Vectorized) {
+        load_packed(x_rows, k0, K, tid, xr);
+        load_packed(w_rows, k0, K, tid, wr);
+      } else {
+        load_elements(X, M, K, m0, k0, tid, xr);
+        load_elements(W, N, K, n0, k0, tid, wr);
+      }
+    };
+    load_step(0);
     store<x_loads, ldx>(scratch, tid, xr);
     store<w_loads, ldw>(scratch + BK * ldx, tid, wr);
     team.team_barrier();
@@ -192,10 +229,7 @@ struct FusedLinearKernel {
     int buffer = 0;
     for (std::int64_t k0 = 0; k0 < K; k0 += BK) {
       const bool has_next = k0 + BK < K;
-      if (has_next) {
-        load(X, M, K, m0, k0 + BK, tid, xr);
-        load(W, N, K, n0, k0 + BK, tid, wr);
-      }
+      if (has_next) load_step(k0 + BK);
       const Scalar* const xs = scratch + buffer * stage_size;
       const Scalar* const ws = xs + BK * ldx;
       FUSED_LINEAR_UNROLL

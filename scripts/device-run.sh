@@ -1,0 +1,46 @@
+#!/usr/bin/env bash
+# Runs on the GPU machine, from the repository root, with .device/ made by
+# `scripts/build-cuda.sh --bundle` beside it. Logs go to $OUT (default /tmp/fused-linear-out).
+#   scripts/device-run.sh tests                  the test suite and the example
+#   scripts/device-run.sh compare [SHAPES...]    perf program + PyTorch peers, one table
+#   scripts/device-run.sh tests compare ...      both, in one call (one lease)
+# Extra perf arguments: PERF_ARGS="--reps 50". Each step's exit status is reported; the script
+# fails if any step failed.
+set -uo pipefail
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+out="${OUT:-/tmp/fused-linear-out}"
+mkdir -p "$out"
+export LD_LIBRARY_PATH="/usr/local/cuda/lib64:$(pwd)/.device/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+export OMP_PROC_BIND=false PYTHONUNBUFFERED=1
+status=0
+step() {  # step NAME COMMAND...: run, log to $out/NAME.log, remember failures
+  local name="$1"; shift
+  echo "=== ${name}: $*"
+  "$@" > "${out}/${name}.log" 2>&1
+  local rc=$?
+  tail -n "${TAIL:-15}" "${out}/${name}.log"
+  echo "=== ${name}: exit ${rc}"
+  [ "$rc" -eq 0 ] || status=1
+}
+
+nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm,clocks.mem,temperature.gpu,utilization.gpu \
+  --format=csv > "${out}/gpu.txt" 2>&1
+cat "${out}/gpu.txt"
+while [ $# -gt 0 ]; do
+  case "$1" in
+    tests)
+      shift
+      step tests .device/bin/fused_linear_tests
+      step example .device/bin/linear_leaky_relu_example 1000 3000 2000 ;;
+    compare)
+      shift
+      shapes=()
+      while [ $# -gt 0 ] && [ "$1" != tests ]; do shapes+=("$1"); shift; done
+      [ "${#shapes[@]}" -gt 0 ] || shapes=(1024x8192x8192)
+      TAIL=60 step compare python3 .device/compare.py --perf .device/bin/fused_linear_perf \
+        --peers .device/torch_peers.py --out "${out}/compare" \
+        ${PERF_ARGS:+--perf-args "$PERF_ARGS"} "${shapes[@]}" ;;
+    *) echo "unknown step '$1'"; exit 2 ;;
+  esac
+done
+exit "$status"
