@@ -3,7 +3,9 @@
 # `scripts/build-cuda.sh --bundle` beside it. Logs go to $OUT (default /tmp/fused-linear-out).
 #   scripts/device-run.sh tests                  the test suite and the example
 #   scripts/device-run.sh compare [SHAPES...]    perf program + PyTorch peers, one table
-#   scripts/device-run.sh tests compare ...      both, in one call (one lease)
+#   scripts/device-run.sh profile                kernel times and speed-of-light (ncu) of one
+#                                                perf run at the reference shape
+#   scripts/device-run.sh tests compare ...      several steps in one call (one lease)
 # Extra perf arguments: PERF_ARGS="--reps 50". Each step's exit status is reported; the script
 # fails if any step failed.
 set -uo pipefail
@@ -35,11 +37,19 @@ while [ $# -gt 0 ]; do
     compare)
       shift
       shapes=()
-      while [ $# -gt 0 ] && [ "$1" != tests ]; do shapes+=("$1"); shift; done
+      while [ $# -gt 0 ] && [ "$1" != tests ] && [ "$1" != profile ]; do shapes+=("$1"); shift; done
       [ "${#shapes[@]}" -gt 0 ] || shapes=(1024x8192x8192)
       TAIL=60 step compare python3 .device/compare.py --perf .device/bin/fused_linear_perf \
         --peers .device/torch_peers.py --out "${out}/compare" \
-        ${PERF_ARGS:+--perf-args "$PERF_ARGS"} "${shapes[@]}" ;;
+        ${PERF_ARGS:+--perf-args "$PERF_ARGS"} "${shapes[@]}"
+      # Few files come back from a lease: the plot beside one archive of everything.
+      cp "${out}"/compare/*.png "${out}/" 2>/dev/null
+      tar czf "${out}/compare.tgz" -C "${out}" compare && rm -rf "${out}/compare" ;;
+    profile)
+      shift
+      TAIL=80 step profile ncu --clock-control none --section SpeedOfLight \
+        --launch-skip "${PROFILE_SKIP:-0}" --launch-count "${PROFILE_COUNT:-12}" \
+        .device/bin/fused_linear_perf --warmup 0 --reps 1 ${PROFILE_ARGS:-} ;;
     *) echo "unknown step '$1'"; exit 2 ;;
   esac
 done

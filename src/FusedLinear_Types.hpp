@@ -52,8 +52,8 @@ struct Options {
 
 /// What a call actually did, so that no fallback is silent.
 struct RunInfo {
-  /// The path that ran (never Auto).
-  Algorithm algorithm = Algorithm::Fused;
+  /// The path that ran (Auto only in a default-constructed RunInfo: nothing ran).
+  Algorithm algorithm = Algorithm::Auto;
   /// Which GEMM implementation ran: "cuBLAS", "host BLAS", "Kokkos Kernels native gemm",
   /// "FusedLinear TeamPolicy kernel", or "none" when no product was needed (M, N or K = 0).
   std::string gemm;

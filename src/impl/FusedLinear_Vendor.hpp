@@ -3,6 +3,8 @@
 #define FUSED_LINEAR_IMPL_VENDOR_HPP
 
 #include <cstdint>
+#include <mutex>
+#include <stdexcept>
 #include <type_traits>
 
 #include <KokkosBlas3_gemm.hpp>
@@ -77,15 +79,26 @@ class CublasStreamGuard {
 };
 #endif
 
+/// Kokkos Kernels drives cuBLAS through one process-wide handle and points it at the caller's
+/// stream before each call (we do that ourselves on 3.4). Two host threads doing this at once
+/// could enqueue a GEMM on the other's stream, so FusedLinear serialises the (asynchronous,
+/// microseconds-long) enqueue. Other code using the same handle concurrently is not covered.
+inline std::mutex& vendor_enqueue_mutex() {
+  static std::mutex mutex;
+  return mutex;
+}
+
 /// C = alpha * X . W^T + beta * C on the caller's execution space instance.
 template <class ExecSpace, class XView, class WView, class YView, class Scalar>
 void gemm_nt(const ExecSpace& exec, Scalar alpha, const XView& X, const WView& W, Scalar beta,
              const YView& Y) {
 #if defined(FUSED_LINEAR_GEMM_TAKES_SPACE)
+  std::lock_guard<std::mutex> lock(vendor_enqueue_mutex());
   KokkosBlas::gemm(exec, "N", "T", alpha, X, W, beta, Y);
 #else
 #if defined(FUSED_LINEAR_KK3_CUBLAS_STREAM)
   if (std::is_same<ExecSpace, Kokkos::Cuda>::value) {
+    std::lock_guard<std::mutex> lock(vendor_enqueue_mutex());
     CublasStreamGuard guard(exec.cuda_stream());
     KokkosBlas::gemm("N", "T", alpha, X, W, beta, Y);
     return;
