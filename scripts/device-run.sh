@@ -48,6 +48,7 @@ while [ $# -gt 0 ]; do
     profile)
       shift
       TAIL=80 step profile ncu --clock-control none --section SpeedOfLight \
+        --kernel-name-base demangled -k "regex:FusedLinear|gemm|xmma|cutlass" \
         --launch-skip "${PROFILE_SKIP:-0}" --launch-count "${PROFILE_COUNT:-12}" \
         .device/bin/fused_linear_perf --warmup 0 --reps 1 ${PROFILE_ARGS:-} ;;
     *) echo "unknown step '$1'"; exit 2 ;;
