@@ -9,6 +9,8 @@ if(NOT CONFIG)
   set(CONFIG Release)
 endif()
 file(REMOVE_RECURSE "${WORK_DIR}")
+string(REPLACE "|" ";" PREFIX_PATH "${PREFIX_PATH}")
+set(prefix_path "${WORK_DIR}/install;${PREFIX_PATH}")
 
 function(run)
   execute_process(COMMAND ${ARGN} RESULT_VARIABLE rc)
@@ -18,8 +20,13 @@ function(run)
 endfunction()
 
 run(${CMAKE_COMMAND} --install "${BINARY_DIR}" --prefix "${WORK_DIR}/install" --config ${CONFIG})
-run(${CMAKE_COMMAND} -S "${SOURCE_DIR}/examples" -B "${WORK_DIR}/build" -G Ninja
-    -DCMAKE_BUILD_TYPE=${CONFIG} -DCMAKE_CXX_COMPILER=${CXX_COMPILER}
-    "-DCMAKE_PREFIX_PATH=${WORK_DIR}/install;${PREFIX_PATH}")
+# Not through run(): its ARGN would split the prefix list into separate arguments.
+execute_process(COMMAND ${CMAKE_COMMAND} -S "${SOURCE_DIR}/examples" -B "${WORK_DIR}/build" -G Ninja
+                -DCMAKE_BUILD_TYPE=${CONFIG} -DCMAKE_CXX_COMPILER=${CXX_COMPILER}
+                "-DCMAKE_PREFIX_PATH=${prefix_path}"
+                RESULT_VARIABLE rc)
+if(NOT rc EQUAL 0)
+  message(FATAL_ERROR "failed (${rc}): configuring the example against ${WORK_DIR}/install")
+endif()
 run(${CMAKE_COMMAND} --build "${WORK_DIR}/build")
 run("${WORK_DIR}/build/linear_leaky_relu_example" 100 300 200)
