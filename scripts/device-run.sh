@@ -5,6 +5,9 @@
 #   scripts/device-run.sh compare [SHAPES...]    perf program + PyTorch peers, one table
 #   scripts/device-run.sh profile                kernel times and speed-of-light (ncu) of one
 #                                                perf run at the reference shape
+#   scripts/device-run.sh huge                   the 64-bit indexing tests (about 11 GB each)
+#   scripts/device-run.sh sanitize               compute-sanitizer memcheck, racecheck,
+#                                                initcheck and synccheck over the test suite
 #   scripts/device-run.sh tests compare ...      several steps in one call (one lease)
 # Extra perf arguments: PERF_ARGS="--reps 50". Each step's exit status is reported; the script
 # fails if any step failed.
@@ -45,6 +48,24 @@ while [ $# -gt 0 ]; do
       # Few files come back from a lease: the plot beside one archive of everything.
       cp "${out}"/compare/*.png "${out}/" 2>/dev/null
       tar czf "${out}/compare.tgz" -C "${out}" compare && rm -rf "${out}/compare" ;;
+    huge)
+      shift
+      FUSED_LINEAR_TEST_HUGE=1 step huge .device/bin/fused_linear_tests --gtest_filter='HugeIndices*' ;;
+    sanitize)
+      shift
+      # Every kernel at shapes that are and are not tile multiples; the randomised test is left
+      # to the plain run (under the tools it would take minutes), the huge ones too.
+      export SANITIZE_FILTER="${SANITIZE_FILTER:--Randomized*:HugeIndices*}"
+      TAIL=40 step sanitize bash -c '
+        rc=0
+        for tool in memcheck racecheck initcheck synccheck; do
+          echo "--- compute-sanitizer --tool $tool"
+          compute-sanitizer --tool "$tool" --error-exitcode 99 --print-limit 20 \
+            .device/bin/fused_linear_tests --gtest_filter="$SANITIZE_FILTER" --gtest_brief=1 \
+            2>&1 | grep -vE "^\[ *(RUN|OK) *\]" | tail -n 25
+          st=${PIPESTATUS[0]}; echo "--- $tool exit $st"; [ "$st" -eq 0 ] || rc=1
+        done
+        exit $rc' ;;
     profile)
       shift
       TAIL=80 step profile ncu --clock-control none --section SpeedOfLight \

@@ -56,6 +56,10 @@ void check_arguments(const XView& X, const WView& W, const BView& b, const YView
     fail("extents do not match: expected X [M,K], W [N,K], b [N], Y [M,N]; got X " +
          shape_of(X) + ", W " + shape_of(W) + ", b " + shape_of(b) + ", Y " + shape_of(Y));
   }
+  // cuBLAS and BLAS take 32-bit dimensions; products of them may exceed 2^31 (64-bit indexing).
+  constexpr std::size_t max_extent = 2147483647;
+  if (X.extent(0) > max_extent || X.extent(1) > max_extent || W.extent(0) > max_extent)
+    fail("M, N and K must each be below 2^31; got X " + shape_of(X) + ", W " + shape_of(W));
   if (overlaps(Y, X)) fail("Y aliases X (the output must not overlap an input)");
   if (overlaps(Y, W)) fail("Y aliases W (the output must not overlap an input)");
   if (overlaps(Y, b)) fail("Y aliases b (the output must not overlap an input)");

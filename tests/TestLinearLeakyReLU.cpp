@@ -210,6 +210,14 @@ TEST_F(LinearLeakyReLUErrors, MismatchedExtents) {
   }
 }
 
+TEST_F(LinearLeakyReLUErrors, ExtentsPast32Bits) {
+  // Unmanaged Views over a few floats with a 2^31 extent: refused before anything is touched.
+  using Unmanaged = Kokkos::View<float**, Kokkos::LayoutRight, MemorySpace, Kokkos::MemoryUnmanaged>;
+  const std::size_t huge = std::size_t(1) << 31;
+  Unmanaged X_huge(p.X.data(), huge, 5), Y_huge(p.Y.data(), huge, 4);
+  EXPECT_TRUE(names(error_of(X_huge, p.W, p.b, Y_huge, 2.f, 0.1f), "must each be below 2^31"));
+}
+
 TEST_F(LinearLeakyReLUErrors, UnallocatedViews) {
   P::Matrix none;
   P::Vector no_bias;

@@ -3,6 +3,8 @@
 #define FUSED_LINEAR_IMPL_FUSED_KERNEL_HPP
 
 #include <cstdint>
+#include <stdexcept>
+#include <string>
 #include <type_traits>
 
 #include <Kokkos_Core.hpp>
@@ -51,13 +53,23 @@ constexpr bool is_host_space() {
 ///
 /// GPU double: 64 accumulators of 8 bytes would need the whole register file (the compiler spilled
 /// 2.2 KB per thread), so double uses 4x4 thread tiles on 64x64 team tiles.
+///
+/// FUSED_LINEAR_TUNE_TILE_K and FUSED_LINEAR_TUNE_MIN_TEAMS override the GPU float values for
+/// tuning experiments only (perf builds of several variants run side by side).
+#ifndef FUSED_LINEAR_TUNE_TILE_K
+#define FUSED_LINEAR_TUNE_TILE_K 8
+#endif
+#ifndef FUSED_LINEAR_TUNE_MIN_TEAMS
+#define FUSED_LINEAR_TUNE_MIN_TEAMS 1
+#endif
 template <class ExecSpace, class Scalar, bool Host = is_host_space<ExecSpace>()>
 struct FusedTiles {
   static constexpr bool wide = sizeof(Scalar) > 4;
   static constexpr int vector = Pack16<Scalar>::size;
-  static constexpr int tile_m = wide ? 64 : 128, tile_n = wide ? 64 : 128, tile_k = 8;
+  static constexpr int tile_m = wide ? 64 : 128, tile_n = wide ? 64 : 128;
+  static constexpr int tile_k = wide ? 8 : FUSED_LINEAR_TUNE_TILE_K;
   static constexpr int thread_m = wide ? 4 : 8, thread_n = wide ? 4 : 8;
-  static constexpr int min_teams_per_sm = 1;
+  static constexpr int min_teams_per_sm = wide ? 1 : FUSED_LINEAR_TUNE_MIN_TEAMS;
 };
 
 template <class ExecSpace, class Scalar>
@@ -109,12 +121,15 @@ struct FusedLinearKernel {
   YView Y;
   LeakyReLUEpilogue<Scalar> ep;
   std::int64_t M, N, K;
-  int tiles_n;
+  int tiles_m;
 
   static constexpr std::size_t scratch_bytes = 2 * stage_size * sizeof(Scalar);
 
   static policy_type policy(const ExecSpace& exec, std::int64_t M, std::int64_t N) {
     const std::int64_t tiles = ((M + BM - 1) / BM) * ((N + BN - 1) / BN);
+    if (tiles > 2147483647)  // the league size is an int
+      throw std::invalid_argument("FusedLinear::linear_leaky_relu: M x N = " + std::to_string(M) +
+                                  " x " + std::to_string(N) + " needs more than 2^31 tiles");
     return policy_type(exec, static_cast<int>(tiles), team_size, 1)
         .set_scratch_size(0, Kokkos::PerTeam(scratch_bytes));
   }
@@ -179,9 +194,11 @@ struct FusedLinearKernel {
   }
 
   KOKKOS_INLINE_FUNCTION void operator()(const member_type& team) const {
+    // Consecutive teams take consecutive row tiles of one column tile: the teams resident at
+    // once then share W tiles, and all of X (M x K) stays in L2, so W streams from memory once.
     const int tile = team.league_rank();
-    const std::int64_t m0 = static_cast<std::int64_t>(tile / tiles_n) * BM;
-    const std::int64_t n0 = static_cast<std::int64_t>(tile % tiles_n) * BN;
+    const std::int64_t m0 = static_cast<std::int64_t>(tile % tiles_m) * BM;
+    const std::int64_t n0 = static_cast<std::int64_t>(tile / tiles_m) * BN;
     const int tid = team.team_rank();
     const int tx = tid % threads_n, ty = tid / threads_n;
     const std::size_t bytes = scratch_bytes;  // by value: get_shmem takes a reference
@@ -312,7 +329,7 @@ void run_fused(const ExecSpace& exec, const XView& X, const WView& W, const BVie
   const bool vectorized = rows_are_packable(X) && rows_are_packable(W) && rows_are_packable(Y);
   auto launch = [&](auto kernel) {
     using Kernel = decltype(kernel);
-    kernel.tiles_n = static_cast<int>((N + Kernel::BN - 1) / Kernel::BN);
+    kernel.tiles_m = static_cast<int>((M + Kernel::BM - 1) / Kernel::BM);
     Kokkos::parallel_for(vectorized ? "FusedLinear::fused[vectorized]" : "FusedLinear::fused",
                          Kernel::policy(exec, M, N), kernel);
   };
