@@ -41,10 +41,11 @@ constexpr bool is_host_space() {
 /// GPU (any non-host execution space): the classic SIMT SGEMM shape. A team of 256 threads
 /// computes a 128x128 tile of Y; each thread holds an 8x8 register tile (64 accumulators, 16
 /// operands per 64 FMAs: enough arithmetic intensity per shared-memory read to keep the FMA
-/// pipes busy). K advances 8 at a time through two scratch buffers (2 x 2 x 8 x 132 floats =
-/// 16.9 KB, far under Kokkos 3.4's 48 KB level-0 cap). ptxas needs 141 registers for this
-/// without spilling; capping at 128 (two teams per SM) spilled 80 bytes, so the launch bound
-/// asks for one team per SM. The thread tile is split in 16-byte groups spaced tile/2 apart, so
+/// pipes busy). K advances 16 at a time through two scratch buffers (2 x 2 x 16 x 132 floats =
+/// 33.8 KB, under Kokkos 3.4's 48 KB level-0 cap). ptxas needs 167 registers for this without
+/// spilling, so the launch bound asks for one team per SM. Measured on the H200 at
+/// 1024x8192x8192 (perf/RESULTS.md): K step 16 with one team per SM 3.29 ms; K step 8 3.38 ms;
+/// two teams per SM (128 registers, spills) 3.47 ms (K step 16) and 3.70 ms (K step 8). The thread tile is split in 16-byte groups spaced tile/2 apart, so
 /// a warp's scratch reads are conflict-free broadcasts and its global writes are contiguous.
 ///
 /// Host (OpenMP, Serial): one thread per team (host team sizes are tiny), a 4x16 register tile
@@ -57,7 +58,7 @@ constexpr bool is_host_space() {
 /// FUSED_LINEAR_TUNE_TILE_K and FUSED_LINEAR_TUNE_MIN_TEAMS override the GPU float values for
 /// tuning experiments only (perf builds of several variants run side by side).
 #ifndef FUSED_LINEAR_TUNE_TILE_K
-#define FUSED_LINEAR_TUNE_TILE_K 8
+#define FUSED_LINEAR_TUNE_TILE_K 16
 #endif
 #ifndef FUSED_LINEAR_TUNE_MIN_TEAMS
 #define FUSED_LINEAR_TUNE_MIN_TEAMS 1
