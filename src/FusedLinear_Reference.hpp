@@ -3,6 +3,9 @@
 #define FUSED_LINEAR_REFERENCE_HPP
 
 #include <cstdint>
+#include <exception>
+#include <stdexcept>
+#include <string>
 
 #include <Kokkos_Core.hpp>
 
@@ -17,8 +20,19 @@ template <class XView, class WView, class BView>
 Kokkos::View<double**, Kokkos::LayoutRight, Kokkos::HostSpace> reference_linear_leaky_relu(
     const XView& X, const WView& W, const BView& b, double multiplier, double negative_slope) {
   const std::int64_t M = X.extent(0), K = X.extent(1), N = W.extent(0);
-  Kokkos::View<double**, Kokkos::LayoutRight, Kokkos::HostSpace> ref(
-      Kokkos::view_alloc(Kokkos::WithoutInitializing, "FusedLinear::reference"), M, N);
+  Kokkos::View<double**, Kokkos::LayoutRight, Kokkos::HostSpace> ref;
+  if (N > 0 && static_cast<std::uint64_t>(M) > UINT64_MAX / sizeof(double) / N)
+    throw std::runtime_error("FusedLinear::reference_linear_leaky_relu: cannot allocate the " +
+                             std::to_string(M) + " x " + std::to_string(N) +
+                             " float64 result: its size overflows 64 bits");
+  try {
+    ref = decltype(ref)(Kokkos::view_alloc(Kokkos::WithoutInitializing, "FusedLinear::reference"),
+                        M, N);
+  } catch (const std::exception& e) {
+    throw std::runtime_error("FusedLinear::reference_linear_leaky_relu: cannot allocate the " +
+                             std::to_string(M) + " x " + std::to_string(N) +
+                             " float64 result: " + e.what());
+  }
   const LeakyReLUEpilogue<double> ep{multiplier, negative_slope};
   using Policy = Kokkos::MDRangePolicy<Kokkos::DefaultHostExecutionSpace, Kokkos::Rank<2>,
                                        Kokkos::IndexType<std::int64_t>>;

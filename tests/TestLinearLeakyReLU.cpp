@@ -218,6 +218,29 @@ TEST_F(LinearLeakyReLUErrors, ExtentsPast32Bits) {
   EXPECT_TRUE(names(error_of(X_huge, p.W, p.b, Y_huge, 2.f, 0.1f), "must each be below 2^31"));
 }
 
+TEST_F(LinearLeakyReLUErrors, ReferenceAllocationFailureIsAnException) {
+  // The one place the library allocates: the float64 reference, here 2^24 x 2^24 doubles (2 PB).
+  float x[4] = {}, w[4] = {}, bias[4] = {};
+  const std::size_t huge = std::size_t(1) << 24;
+  Kokkos::View<float**, Kokkos::LayoutRight, Kokkos::HostSpace, Kokkos::MemoryUnmanaged> X(x, huge, 1), W(w, huge, 1);
+  Kokkos::View<float*, Kokkos::HostSpace, Kokkos::MemoryUnmanaged> b(bias, huge);
+  auto expect_clear_error = [](auto&& call) {
+    try {
+      call();
+      ADD_FAILURE() << "no exception";
+    } catch (const std::runtime_error& e) {
+      EXPECT_NE(std::string(e.what()).find("FusedLinear::reference_linear_leaky_relu: cannot allocate"),
+                std::string::npos) << e.what();
+    }
+  };
+  expect_clear_error([&] { FusedLinear::reference_linear_leaky_relu(X, W, b, 2.0, 0.1); });
+  // 2^31 x 2^31 doubles: the byte count itself overflows 64 bits.
+  const std::size_t past = std::size_t(1) << 31;
+  decltype(X) X_past(x, past, 1), W_past(w, past, 1);
+  decltype(b) b_past(bias, past);
+  expect_clear_error([&] { FusedLinear::reference_linear_leaky_relu(X_past, W_past, b_past, 2.0, 0.1); });
+}
+
 TEST_F(LinearLeakyReLUErrors, UnallocatedViews) {
   P::Matrix none;
   P::Vector no_bias;
