@@ -59,16 +59,18 @@ def intensity(shape):
 
 # ------------------------------------------------------------------------- running and loading
 
-def ours_json(out_dir, shape):
-    return out_dir / f"ours_{shape}.json"
+def ours_json(out_dir, shape, precision="strict"):
+    return out_dir / (f"ours_{shape}.json" if precision == "strict" else f"ours_{shape}_{precision}.json")
 
 
-def run_ours(args, shape, out_dir):
-    """One perf-program run for one shape; returns its exit status."""
+def run_ours(args, shape, out_dir, precision="strict"):
+    """One perf-program run for one shape; returns its exit status. The TF32 run times the
+    vendor path only (the one that has TF32)."""
     M, K, N = parse_shape(shape)
+    mode = [] if precision == "strict" else ["--precision", precision, "--algorithm", "vendor"]
     cmd = [str(args.perf), "--m", str(M), "--k", str(K), "--n", str(N),
            "--multiplier", str(args.mult), "--slope", str(args.slope),
-           "--json", str(ours_json(out_dir, shape))] + shlex.split(args.perf_args)
+           "--json", str(ours_json(out_dir, shape, precision))] + shlex.split(args.perf_args) + mode
     log(f"$ {shlex.join(cmd)}")
     return subprocess.run(cmd).returncode
 
@@ -84,10 +86,14 @@ def run_peers(args, shapes, out_dir):
 def load_ours(path):
     """Rows of one perf-program JSON file: one per algorithm requested."""
     rows = []
-    for r in json.loads(path.read_text())["results"]:
+    data = json.loads(path.read_text())
+    precision = data.get("config", {}).get("precision", "strict")
+    for r in data["results"]:
         name = f"FusedLinear {r['algorithm_requested']}"
         if r["algorithm_ran"] != r["algorithm_requested"]:
             name += f" -> {r['algorithm_ran']}"
+        if precision != "strict":
+            name += f" {precision}"
         rows.append(dict(shape=r["shape"], source="FusedLinear", path=f"{name} [{r['gemm']}]",
                          median_ms=r["median_ms"], min_ms=r["min_ms"],
                          tflops=None if r["gflops"] is None else r["gflops"] / 1e3,
@@ -107,18 +113,20 @@ def load_peers(path):
 def collect(args, shapes, out_dir):
     """Runs (unless --no-run) and loads everything; returns (rows, problems)."""
     rows, problems = [], []
+    precisions = ["strict"] + (["tf32"] if args.tf32 else [])
     for i, shape in enumerate(shapes, 1):
-        path = ours_json(out_dir, shape)
-        if not args.no_run:
-            log(f"{i}/{len(shapes)} {shape}: FusedLinear perf program")
-            path.unlink(missing_ok=True)  # never tabulate a stale file from an earlier run
-            rc = run_ours(args, shape, out_dir)
-            if rc != 0:
-                problems.append(f"{shape}: the perf program exited with {rc}")
-        if path.exists():
-            rows += load_ours(path)
-        else:
-            problems.append(f"{shape}: no {path}")
+        for precision in precisions:
+            path = ours_json(out_dir, shape, precision)
+            if not args.no_run:
+                log(f"{i}/{len(shapes)} {shape}: FusedLinear perf program ({precision})")
+                path.unlink(missing_ok=True)  # never tabulate a stale file from an earlier run
+                rc = run_ours(args, shape, out_dir, precision)
+                if rc != 0:
+                    problems.append(f"{shape}: the perf program ({precision}) exited with {rc}")
+            if path.exists():
+                rows += load_ours(path)
+            else:
+                problems.append(f"{shape}: no {path}")
     if args.peers is None:
         return rows, problems
     path = out_dir / "peers.json"
@@ -251,6 +259,8 @@ def main():
                    "\"--compile none\"")
     p.add_argument("--mult", type=float, default=2.0, help="multiplier (default 2.0)")
     p.add_argument("--slope", type=float, default=0.1, help="LeakyReLU slope (default 0.1)")
+    p.add_argument("--tf32", action="store_true",
+                   help="also time the vendor path in TF32 precision (cuBLAS builds)")
     p.add_argument("--out", type=Path, default=Path("perf_results"),
                    help="output folder (default: %(default)s)")
     p.add_argument("--peak-tflops", type=float, default=67.0,

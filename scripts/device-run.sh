@@ -9,7 +9,7 @@
 #   scripts/device-run.sh sanitize               compute-sanitizer memcheck, racecheck,
 #                                                initcheck and synccheck over the test suite
 #   scripts/device-run.sh tests compare ...      several steps in one call (one lease)
-# Extra perf arguments: PERF_ARGS="--reps 50". Each step's exit status is reported; the script
+# Extra perf arguments: PERF_ARGS="--reps 50"; extra compare.py arguments: COMPARE_ARGS="--tf32". Each step's exit status is reported; the script
 # fails if any step failed.
 set -uo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
@@ -43,7 +43,7 @@ while [ $# -gt 0 ]; do
       while [ $# -gt 0 ] && [ "$1" != tests ] && [ "$1" != profile ]; do shapes+=("$1"); shift; done
       [ "${#shapes[@]}" -gt 0 ] || shapes=(1024x8192x8192)
       TAIL=60 step compare python3 .device/compare.py --perf .device/bin/fused_linear_perf \
-        --peers .device/torch_peers.py --out "${out}/compare" \
+        --peers .device/torch_peers.py --out "${out}/compare" ${COMPARE_ARGS:-} \
         ${PERF_ARGS:+--perf-args "$PERF_ARGS"} "${shapes[@]}"
       # Few files come back from a lease: the plot beside one archive of everything.
       cp "${out}"/compare/*.png "${out}/" 2>/dev/null

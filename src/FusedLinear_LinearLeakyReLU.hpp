@@ -98,11 +98,13 @@ struct ProfilingRegion {
 /// \param Y               output; must not overlap an input
 /// \param multiplier      finite scale applied after the bias
 /// \param negative_slope  finite LeakyReLU slope for non-positive values
-/// \param options         algorithm choice (Algorithm::Auto by default)
+/// \param options         algorithm (Algorithm::Auto by default) and precision (Strict by
+///                        default; TF32 needs the vendor path with cuBLAS and float Views)
 /// \return which path and which GEMM implementation ran, with the reason for any difference
 ///         from the request
 /// \throws std::invalid_argument naming the function and the problem for mismatched extents,
-///         unallocated Views, Y aliasing an input, or a non-finite multiplier or slope.
+///         unallocated Views, Y aliasing an input, a non-finite multiplier or slope, or a
+///         precision the requested path cannot provide.
 ///
 /// Empty shapes are valid: M = 0 or N = 0 does nothing; K = 0 gives
 /// Y = LeakyReLU(multiplier * b) on every row.
@@ -140,10 +142,20 @@ RunInfo linear_leaky_relu(const ExecSpace& exec, const XView& X, const WView& W,
   const std::int64_t M = Y.extent(0), N = Y.extent(1), K = X.extent(1);
 
   RunInfo info;
-  info.algorithm = options.algorithm == Algorithm::Auto
-                       ? Impl::choose_algorithm<XView, WView, YView>()
-                       : options.algorithm;
   const char* vendor_blas = Impl::vendor_blas_name<XView, WView, YView>();
+  const bool tf32 = options.precision == Precision::TF32;
+  if (tf32) {
+    // TF32 exists on tensor cores through cuBLAS only; never quietly compute something else.
+    if (!std::is_same<Scalar, float>::value) Impl::fail("precision tf32 applies to float Views only");
+    if (vendor_blas == nullptr || std::string(vendor_blas) != "cuBLAS")
+      Impl::fail("precision tf32 needs cuBLAS (CUDA, X, W and Y of one layout); these Views get " +
+                 std::string(vendor_blas ? vendor_blas : "no vendor BLAS"));
+    if (options.algorithm == Algorithm::Fused)
+      Impl::fail("precision tf32 is available on the vendor paths only, not on fused");
+  }
+  info.algorithm = options.algorithm == Algorithm::Auto
+                       ? (tf32 ? Algorithm::Vendor : Impl::choose_algorithm<XView, WView, YView>())
+                       : options.algorithm;
   Impl::ProfilingRegion region(std::string(Impl::function_name) + "[" +
                                to_string(info.algorithm) + "]");
 
@@ -185,13 +197,13 @@ RunInfo linear_leaky_relu(const ExecSpace& exec, const XView& X, const WView& W,
             "KokkosBlas::gemm ran its native kernel";
       }
       if (info.algorithm == Algorithm::Vendor) {
-        Impl::gemm_nt(exec, Scalar(1), X, W, Scalar(0), Y);
+        Impl::gemm_nt(exec, Scalar(1), X, W, Scalar(0), Y, tf32);
         Impl::epilogue_pass<Impl::Pass::BiasScaleActivation>("FusedLinear::vendor::epilogue",
                                                              exec, Y, b, ep);
       } else {
         Impl::epilogue_pass<Impl::Pass::PrefillScaledBias>("FusedLinear::vendor_prefill::bias",
                                                            exec, Y, b, ep);
-        Impl::gemm_nt(exec, multiplier, X, W, Scalar(1), Y);
+        Impl::gemm_nt(exec, multiplier, X, W, Scalar(1), Y, tf32);
         Impl::epilogue_pass<Impl::Pass::Activation>("FusedLinear::vendor_prefill::leaky_relu",
                                                     exec, Y, b, ep);
       }

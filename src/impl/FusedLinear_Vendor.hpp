@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <mutex>
 #include <stdexcept>
+#include <string>
 #include <type_traits>
 
 #include <KokkosBlas3_gemm.hpp>
@@ -20,9 +21,10 @@
 // stream for the duration of the call (and restore it: the handle is shared).
 #if defined(KOKKOSKERNELS_VERSION_MAJOR) && (KOKKOSKERNELS_VERSION_MAJOR >= 4)
 #define FUSED_LINEAR_GEMM_TAKES_SPACE 1
-#elif defined(KOKKOSKERNELS_ENABLE_TPL_CUBLAS) && defined(KOKKOS_ENABLE_CUDA)
-#include <KokkosBlas_tpl_spec.hpp>
-#define FUSED_LINEAR_KK3_CUBLAS_STREAM 1
+#endif
+#if defined(KOKKOSKERNELS_ENABLE_TPL_CUBLAS) && defined(KOKKOS_ENABLE_CUDA)
+#include <KokkosBlas_tpl_spec.hpp>  // KokkosBlas::Impl::CudaBlasSingleton, in 3.4 and 4.x
+#define FUSED_LINEAR_CUBLAS 1
 #endif
 
 namespace FusedLinear {
@@ -59,23 +61,42 @@ const char* vendor_blas_name() {
   return nullptr;
 }
 
-#ifdef FUSED_LINEAR_KK3_CUBLAS_STREAM
-/// Points Kokkos Kernels 3.4's shared cuBLAS handle at a stream and restores the previous one.
-class CublasStreamGuard {
+#ifdef FUSED_LINEAR_CUBLAS
+/// Sets up Kokkos Kernels' shared cuBLAS handle for one GEMM and restores what it changed: the
+/// stream (with Kokkos Kernels 3.4, whose gemm takes no execution space) and, for TF32, the
+/// math mode. The handle is shared with the rest of the application, hence the restore.
+class CublasHandleGuard {
  public:
-  explicit CublasStreamGuard(cudaStream_t stream)
+  CublasHandleGuard(cudaStream_t stream, bool set_stream, bool tf32)
       : m_handle(KokkosBlas::Impl::CudaBlasSingleton::singleton().handle) {
-    if (cublasGetStream(m_handle, &m_previous) != CUBLAS_STATUS_SUCCESS ||
-        cublasSetStream(m_handle, stream) != CUBLAS_STATUS_SUCCESS)
-      throw std::runtime_error("FusedLinear::linear_leaky_relu: cannot set the cuBLAS stream");
+    if (set_stream) {
+      check(cublasGetStream(m_handle, &m_stream), "read the cuBLAS stream");
+      check(cublasSetStream(m_handle, stream), "set the cuBLAS stream");
+      m_restore_stream = true;
+    }
+    if (tf32) {
+      check(cublasGetMathMode(m_handle, &m_math), "read the cuBLAS math mode");
+      check(cublasSetMathMode(m_handle, CUBLAS_TF32_TENSOR_OP_MATH), "set the TF32 math mode");
+      m_restore_math = true;
+    }
   }
-  ~CublasStreamGuard() { cublasSetStream(m_handle, m_previous); }
-  CublasStreamGuard(const CublasStreamGuard&) = delete;
-  CublasStreamGuard& operator=(const CublasStreamGuard&) = delete;
+  ~CublasHandleGuard() {
+    if (m_restore_math) cublasSetMathMode(m_handle, m_math);
+    if (m_restore_stream) cublasSetStream(m_handle, m_stream);
+  }
+  CublasHandleGuard(const CublasHandleGuard&) = delete;
+  CublasHandleGuard& operator=(const CublasHandleGuard&) = delete;
 
  private:
+  static void check(cublasStatus_t status, const char* what) {
+    if (status != CUBLAS_STATUS_SUCCESS)
+      throw std::runtime_error(std::string("FusedLinear::linear_leaky_relu: cannot ") + what +
+                               " (cuBLAS status " + std::to_string(int(status)) + ")");
+  }
   cublasHandle_t m_handle;
-  cudaStream_t m_previous = nullptr;
+  cudaStream_t m_stream = nullptr;
+  cublasMath_t m_math = CUBLAS_DEFAULT_MATH;
+  bool m_restore_stream = false, m_restore_math = false;
 };
 #endif
 
@@ -88,22 +109,28 @@ inline std::mutex& vendor_enqueue_mutex() {
   return mutex;
 }
 
-/// C = alpha * X . W^T + beta * C on the caller's execution space instance.
+/// C = alpha * X . W^T + beta * C on the caller's execution space instance; with `tf32` (only
+/// where cuBLAS serves the Views, checked by the caller) on TF32 tensor cores.
 template <class ExecSpace, class XView, class WView, class YView, class Scalar>
 void gemm_nt(const ExecSpace& exec, Scalar alpha, const XView& X, const WView& W, Scalar beta,
-             const YView& Y) {
-#if defined(FUSED_LINEAR_GEMM_TAKES_SPACE)
-  std::lock_guard<std::mutex> lock(vendor_enqueue_mutex());
-  KokkosBlas::gemm(exec, "N", "T", alpha, X, W, beta, Y);
-#else
-#if defined(FUSED_LINEAR_KK3_CUBLAS_STREAM)
-  if (std::is_same<ExecSpace, Kokkos::Cuda>::value) {
+             const YView& Y, bool tf32 = false) {
+#if defined(FUSED_LINEAR_CUBLAS)
+  if constexpr (std::is_same<ExecSpace, Kokkos::Cuda>::value) {
     std::lock_guard<std::mutex> lock(vendor_enqueue_mutex());
-    CublasStreamGuard guard(exec.cuda_stream());
+#if defined(FUSED_LINEAR_GEMM_TAKES_SPACE)
+    CublasHandleGuard guard(exec.cuda_stream(), false, tf32);
+    KokkosBlas::gemm(exec, "N", "T", alpha, X, W, beta, Y);
+#else
+    CublasHandleGuard guard(exec.cuda_stream(), true, tf32);
     KokkosBlas::gemm("N", "T", alpha, X, W, beta, Y);
+#endif
     return;
   }
 #endif
+  if (tf32) throw std::logic_error("FusedLinear: TF32 requested without cuBLAS");
+#if defined(FUSED_LINEAR_GEMM_TAKES_SPACE)
+  KokkosBlas::gemm(exec, "N", "T", alpha, X, W, beta, Y);
+#else
   // Kokkos Kernels 3.4 runs on the Views' default execution space instance: order it after the
   // caller's earlier work, and the caller's later work after it.
   exec.fence();
