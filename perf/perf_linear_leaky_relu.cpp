@@ -52,7 +52,8 @@ constexpr double all_rows_limit = 8589934592.0;  // 2^33
 constexpr std::int64_t sampled_rows = 256;
 
 constexpr Algorithm all_algorithms[] = {Algorithm::Auto, Algorithm::Vendor,
-                                        Algorithm::VendorPrefill, Algorithm::Fused};
+                                        Algorithm::VendorPrefill, Algorithm::Fused,
+                                        Algorithm::FusedSkinny};
 
 struct Config {
   Shape shape = default_shape;
@@ -75,7 +76,8 @@ void print_usage(std::ostream& os) {
      << ")\n"
         "  --multiplier X      scale after the bias (default 2.0)\n"
         "  --slope S           LeakyReLU negative slope (default 0.1)\n"
-        "  --algorithm LIST    comma list of auto,vendor,vendor_prefill,fused, or all (default)\n"
+        "  --algorithm LIST    comma list of auto,vendor,vendor_prefill,fused,fused_skinny, or all\n"
+        "                      (default)\n"
         "  --precision P       strict (default) or tf32 (vendor paths with cuBLAS only)\n"
         "  --warmup N          untimed calls per path after the checked one (default 5)\n"
         "  --reps N            timed calls per path, each fenced and timed alone (default 30)\n"

@@ -14,6 +14,7 @@
 #include "FusedLinear_Epilogue.hpp"
 #include "FusedLinear_Types.hpp"
 #include "impl/FusedLinear_FusedKernel.hpp"
+#include "impl/FusedLinear_SkinnyKernel.hpp"
 #include "impl/FusedLinear_Vendor.hpp"
 
 namespace FusedLinear {
@@ -150,8 +151,9 @@ RunInfo linear_leaky_relu(const ExecSpace& exec, const XView& X, const WView& W,
     if (vendor_blas == nullptr || std::string(vendor_blas) != "cuBLAS")
       Impl::fail("precision tf32 needs cuBLAS (CUDA, X, W and Y of one layout); these Views get " +
                  std::string(vendor_blas ? vendor_blas : "no vendor BLAS"));
-    if (options.algorithm == Algorithm::Fused)
-      Impl::fail("precision tf32 is available on the vendor paths only, not on fused");
+    if (options.algorithm == Algorithm::Fused || options.algorithm == Algorithm::FusedSkinny)
+      Impl::fail(std::string("precision tf32 is available on the vendor paths only, not on ") +
+                 to_string(options.algorithm));
   }
   info.algorithm = options.algorithm == Algorithm::Auto
                        ? (tf32 ? Algorithm::Vendor : Impl::choose_algorithm<XView, WView, YView>())
@@ -184,6 +186,10 @@ RunInfo linear_leaky_relu(const ExecSpace& exec, const XView& X, const WView& W,
     case Algorithm::Fused:
       info.gemm = "FusedLinear TeamPolicy kernel";
       Impl::run_fused(exec, X, W, b, Y, ep);
+      break;
+    case Algorithm::FusedSkinny:
+      info.gemm = "FusedLinear skinny TeamPolicy kernel";
+      Impl::run_skinny(exec, X, W, b, Y, ep);
       break;
     case Algorithm::Vendor:
     case Algorithm::VendorPrefill: {

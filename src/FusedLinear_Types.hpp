@@ -20,15 +20,21 @@ enum class Algorithm {
   /// The hand-written TeamPolicy kernel: GEMM tiles staged in team scratch, a register tile per
   /// thread, epilogue applied in registers before the single write of Y.
   Fused,
+  /// A hand-written TeamPolicy kernel for few rows of X (inference-like batches): each team owns
+  /// 32 columns of Y and splits K among its threads, so W streams from memory once with 32-byte
+  /// accesses; the slices are summed in team scratch in a fixed order, then the epilogue.
+  FusedSkinny,
 };
 
-/// Human-readable name of an algorithm ("auto", "vendor", "vendor_prefill", "fused").
+/// Human-readable name of an algorithm ("auto", "vendor", "vendor_prefill", "fused",
+/// "fused_skinny").
 inline const char* to_string(Algorithm a) {
   switch (a) {
     case Algorithm::Auto: return "auto";
     case Algorithm::Vendor: return "vendor";
     case Algorithm::VendorPrefill: return "vendor_prefill";
     case Algorithm::Fused: return "fused";
+    case Algorithm::FusedSkinny: return "fused_skinny";
   }
   return "unknown";
 }
@@ -36,11 +42,11 @@ inline const char* to_string(Algorithm a) {
 /// Parses the names printed by to_string; throws std::invalid_argument otherwise.
 inline Algorithm algorithm_from_string(const std::string& name) {
   for (Algorithm a : {Algorithm::Auto, Algorithm::Vendor, Algorithm::VendorPrefill,
-                      Algorithm::Fused}) {
+                      Algorithm::Fused, Algorithm::FusedSkinny}) {
     if (name == to_string(a)) return a;
   }
   throw std::invalid_argument("FusedLinear::algorithm_from_string: unknown algorithm '" + name +
-                              "' (expected auto, vendor, vendor_prefill or fused)");
+                              "' (expected auto, vendor, vendor_prefill, fused or fused_skinny)");
 }
 
 /// Arithmetic of the product.

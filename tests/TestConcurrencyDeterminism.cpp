@@ -38,7 +38,8 @@ struct TwoInstances {
 
 TEST(Concurrency, TwoInstancesGiveTheRightResults) {
   TwoInstances two;
-  for (Algorithm a : {Algorithm::Vendor, Algorithm::VendorPrefill, Algorithm::Fused}) {
+  for (Algorithm a : {Algorithm::Vendor, Algorithm::VendorPrefill, Algorithm::Fused,
+                      Algorithm::FusedSkinny}) {
     P p0(300, 500, 260, 1), p1(260, 300, 500, 2);
     // Both launched before either is waited for, so on CUDA the two streams overlap.
     FusedLinear::linear_leaky_relu(two.spaces[0], p0.X, p0.W, p0.b, p0.Y, 2.f, 0.1f, a);
@@ -61,7 +62,8 @@ TEST(Concurrency, TwoHostThreadsWithSeparateInstances) {
   for (int t = 0; t < 2; ++t) {
     threads.emplace_back([&, t] {
       for (int repeat = 0; repeat < 20; ++repeat)
-        for (Algorithm a : {Algorithm::Vendor, Algorithm::Fused, Algorithm::VendorPrefill})
+        for (Algorithm a : {Algorithm::Vendor, Algorithm::Fused, Algorithm::VendorPrefill,
+                            Algorithm::FusedSkinny})
           FusedLinear::linear_leaky_relu(two.spaces[t], problems[t].X, problems[t].W,
                                          problems[t].b, problems[t].Y, 2.f, 0.1f, a);
       two.spaces[t].fence();
@@ -71,21 +73,22 @@ TEST(Concurrency, TwoHostThreadsWithSeparateInstances) {
   for (auto& p : problems) EXPECT_TRUE(matches_reference(p, 2.0, 0.1, p.Y));
 }
 
-// The fused kernel sums every element in a fixed order, whatever the scheduling: repeated runs
+// The fused kernels sum every element in a fixed order, whatever the scheduling: repeated runs
 // on the same inputs give the same bits. (The vendor paths inherit the BLAS's behaviour: cuBLAS
 // is bitwise reproducible for one configuration and stream, but not across architectures or
 // library versions; see the README.)
 TEST(Determinism, FusedIsBitwiseReproducible) {
+  for (Algorithm a : {Algorithm::Fused, Algorithm::FusedSkinny})
   for (auto shape : {std::array<std::int64_t, 3>{1024, 777, 515}, {17, 4096, 260}}) {
     P p(shape[0], shape[1], shape[2], 3);
-    FusedLinear::linear_leaky_relu(p.X, p.W, p.b, p.Y, 2.f, 0.1f, Algorithm::Fused);
+    FusedLinear::linear_leaky_relu(p.X, p.W, p.b, p.Y, 2.f, 0.1f, a);
     auto first = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), p.Y);
     for (int repeat = 0; repeat < 5; ++repeat) {
       p.poison();
-      FusedLinear::linear_leaky_relu(p.X, p.W, p.b, p.Y, 2.f, 0.1f, Algorithm::Fused);
+      FusedLinear::linear_leaky_relu(p.X, p.W, p.b, p.Y, 2.f, 0.1f, a);
       auto again = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), p.Y);
       ASSERT_EQ(std::memcmp(first.data(), again.data(), first.span() * sizeof(float)), 0)
-          << "run " << repeat << " differs at " << shape[0] << "x" << shape[1] << "x" << shape[2];
+          << FusedLinear::to_string(a) << " run " << repeat << " differs at " << shape[0] << "x" << shape[1] << "x" << shape[2];
     }
   }
 }
