@@ -30,12 +30,19 @@ namespace Impl {
 /// load.)
 ///
 /// Host: one thread per team, the whole K range, the same register tile.
-template <class ExecSpace, bool Host = is_host_space<ExecSpace>()>
+///
+/// Status (H200, perf/RESULTS.md): at M = 1 it streams W at 2.8 TB/s and ties cuBLAS; its time
+/// then grows with every row (0.57 ms at M = 16 against cuBLAS's 0.18 ms), so `auto` does not
+/// choose it yet. The speed-of-light profile in RESULTS.md points at where the time goes.
+/// The reduction scratch holds rows_per_reduction x 32 columns x 32 lanes values: 32 KB for
+/// float (8 rows) and for double (4 rows), under Kokkos 3.4's 48 KB team scratch cap.
+template <class ExecSpace, class Scalar, bool Host = is_host_space<ExecSpace>()>
 struct SkinnyTiles {
-  static constexpr int lanes = 32, groups = 8, columns = 4, rows = 16, rows_per_reduction = 8;
+  static constexpr int lanes = 32, groups = 8, columns = 4, rows = 16;
+  static constexpr int rows_per_reduction = sizeof(Scalar) > 4 ? 4 : 8;
 };
-template <class ExecSpace>
-struct SkinnyTiles<ExecSpace, true> {
+template <class ExecSpace, class Scalar>
+struct SkinnyTiles<ExecSpace, Scalar, true> {
   static constexpr int lanes = 1, groups = 1, columns = 4, rows = 16, rows_per_reduction = 16;
 };
 
@@ -45,7 +52,7 @@ template <class ExecSpace, class XView, class WView, class BView, class YView, b
 struct SkinnyLinearKernel {
   using Scalar = typename YView::non_const_value_type;
   using Pack = Pack16<Scalar>;
-  using Tiles = SkinnyTiles<ExecSpace>;
+  using Tiles = SkinnyTiles<ExecSpace, Scalar>;
   static constexpr int V = Pack::size;
   static constexpr int L = Tiles::lanes, G = Tiles::groups, R = Tiles::columns;
   static constexpr int MT = Tiles::rows, RC = Tiles::rows_per_reduction;
