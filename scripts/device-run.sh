@@ -8,6 +8,7 @@
 #   scripts/device-run.sh huge                   the 64-bit indexing tests (about 11 GB each)
 #   scripts/device-run.sh sanitize               compute-sanitizer memcheck, racecheck,
 #                                                initcheck and synccheck over the test suite
+#   scripts/device-run.sh sass                   instruction mix of the FusedLinear kernels
 #   scripts/device-run.sh tests compare ...      several steps in one call (one lease)
 # Extra perf arguments: PERF_ARGS="--reps 50"; extra compare.py arguments: COMPARE_ARGS="--tf32". Each step's exit status is reported; the script
 # fails if any step failed.
@@ -66,6 +67,16 @@ while [ $# -gt 0 ]; do
           st=${PIPESTATUS[0]}; echo "--- $tool exit $st"; [ "$st" -eq 0 ] || rc=1
         done
         exit $rc' ;;
+    sass)
+      shift
+      # Instruction mix of each FusedLinear kernel in the perf binary (wide loads, FFMA density).
+      step sass bash -c 'cuobjdump -sass .device/bin/fused_linear_perf | awk "
+        /Function :/ { if (name) print name, ldg128, ldg, lds128, ffma, ldl; name = \$3;
+                       ldg128 = ldg = lds128 = ffma = ldl = 0 }
+        /LDG.E.128/ { ldg128++ } /LDG/ { ldg++ } /LDS.128/ { lds128++ } /FFMA/ { ffma++ }
+        /LDL|STL/ { ldl++ }
+        END { print name, ldg128, ldg, lds128, ffma, ldl }" | grep -i fusedlinear |
+        sed -e "s/^/kernel (LDG.128 LDG LDS.128 FFMA LDL+STL): /"' ;;
     profile)
       shift
       TAIL=80 step profile ncu --clock-control none --section SpeedOfLight \

@@ -71,10 +71,15 @@ void check_arguments(const XView& X, const WView& W, const BView& b, const YView
          std::to_string(static_cast<double>(negative_slope)));
 }
 
-/// Auto's rule: the vendor BLAS where Kokkos Kernels dispatches to one (cuBLAS, host BLAS),
-/// otherwise the fused kernel (faster than Kokkos Kernels' own native gemm plus a pass).
-template <class XView, class WView, class YView>
+/// Auto's rule, from the measurements in perf/RESULTS.md:
+/// - host backends: fused_skinny, 2.5x faster than fused and 4-10x faster than the host BLAS
+///   (Debian's reference BLAS, single-threaded) at every shape tried on 2 cores;
+/// - GPUs: the vendor BLAS where Kokkos Kernels dispatches to one (cuBLAS was the fastest strict
+///   fp32 path at every swept H200 shape), otherwise fused (faster than Kokkos Kernels' native
+///   gemm plus a pass).
+template <class ExecSpace, class XView, class WView, class YView>
 Algorithm choose_algorithm() {
+  if (is_host_space<ExecSpace>()) return Algorithm::FusedSkinny;
   return vendor_blas_name<XView, WView, YView>() != nullptr ? Algorithm::Vendor
                                                             : Algorithm::Fused;
 }
@@ -156,7 +161,8 @@ RunInfo linear_leaky_relu(const ExecSpace& exec, const XView& X, const WView& W,
                  to_string(options.algorithm));
   }
   info.algorithm = options.algorithm == Algorithm::Auto
-                       ? (tf32 ? Algorithm::Vendor : Impl::choose_algorithm<XView, WView, YView>())
+                       ? (tf32 ? Algorithm::Vendor
+                               : Impl::choose_algorithm<ExecSpace, XView, WView, YView>())
                        : options.algorithm;
   Impl::ProfilingRegion region(std::string(Impl::function_name) + "[" +
                                to_string(info.algorithm) + "]");
