@@ -30,6 +30,14 @@ struct alignas(16) Pack16 {
   Scalar v[size];
 };
 
+/// A league size as Kokkos takes it (an int), or a clear error when the shape needs more teams.
+inline int league_size(std::int64_t teams, std::int64_t M, std::int64_t N) {
+  if (teams > 2147483647)
+    throw std::invalid_argument("FusedLinear::linear_leaky_relu: M x N = " + std::to_string(M) +
+                                " x " + std::to_string(N) + " needs more than 2^31 teams");
+  return static_cast<int>(teams);
+}
+
 template <class ExecSpace>
 constexpr bool is_host_space() {
   return Kokkos::SpaceAccessibility<Kokkos::HostSpace,
@@ -128,10 +136,7 @@ struct FusedLinearKernel {
 
   static policy_type policy(const ExecSpace& exec, std::int64_t M, std::int64_t N) {
     const std::int64_t tiles = ((M + BM - 1) / BM) * ((N + BN - 1) / BN);
-    if (tiles > 2147483647)  // the league size is an int
-      throw std::invalid_argument("FusedLinear::linear_leaky_relu: M x N = " + std::to_string(M) +
-                                  " x " + std::to_string(N) + " needs more than 2^31 tiles");
-    return policy_type(exec, static_cast<int>(tiles), team_size, 1)
+    return policy_type(exec, league_size(tiles, M, N), team_size, 1)
         .set_scratch_size(0, Kokkos::PerTeam(scratch_bytes));
   }
 

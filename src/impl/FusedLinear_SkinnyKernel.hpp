@@ -71,12 +71,9 @@ struct SkinnyLinearKernel {
   LeakyReLUEpilogue<Scalar> ep;
   std::int64_t M, N, K;
 
-  static policy_type policy(const ExecSpace& exec, std::int64_t N) {
+  static policy_type policy(const ExecSpace& exec, std::int64_t M, std::int64_t N) {
     const std::int64_t teams = (N + team_columns - 1) / team_columns;
-    if (teams > 2147483647)
-      throw std::invalid_argument("FusedLinear::linear_leaky_relu: N = " + std::to_string(N) +
-                                  " needs more than 2^31 teams");
-    return policy_type(exec, static_cast<int>(teams), team_size, 1)
+    return policy_type(exec, league_size(teams, M, N), team_size, 1)
         .set_scratch_size(0, Kokkos::PerTeam(scratch_bytes));
   }
 
@@ -171,7 +168,7 @@ void run_skinny(const ExecSpace& exec, const XView& X, const WView& W, const BVi
     using Kernel = decltype(kernel);
     Kokkos::parallel_for(vectorized ? "FusedLinear::fused_skinny[vectorized]"
                                     : "FusedLinear::fused_skinny",
-                         Kernel::policy(exec, N), kernel);
+                         Kernel::policy(exec, M, N), kernel);
   };
   if (vectorized) {
     launch(SkinnyLinearKernel<ExecSpace, XView, WView, BView, YView, true>{X, W, b, Y, ep, M, N,
