@@ -53,8 +53,9 @@ constexpr bool is_host_space() {
 /// 33.8 KB, under Kokkos 3.4's 48 KB level-0 cap). ptxas needs 167 registers for this without
 /// spilling, so the launch bound asks for one team per SM. Measured on the H200 at
 /// 1024x8192x8192 (perf/RESULTS.md): K step 16 with one team per SM 3.29 ms; K step 8 3.38 ms;
-/// two teams per SM (128 registers, spills) 3.47 ms (K step 16) and 3.70 ms (K step 8). The thread tile is split in 16-byte groups spaced tile/2 apart, so
-/// a warp's scratch reads are conflict-free broadcasts and its global writes are contiguous.
+/// two teams per SM (128 registers, spills) 3.47 ms (K step 16) and 3.70 ms (K step 8).
+/// The thread tile is split in 16-byte groups spaced tile/2 apart, so a warp's scratch reads
+/// are conflict-free broadcasts and its global writes are contiguous.
 ///
 /// Host (OpenMP, Serial): one thread per team (host team sizes are tiny), a 4x16 register tile
 /// (sixteen 4-wide vector accumulators fit the 16 AVX registers), deep K steps because host
