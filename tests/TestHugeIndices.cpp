@@ -95,9 +95,13 @@ class HugeIndices : public ::testing::Test {
 
 TEST_F(HugeIndices, WeightsPast2To31Elements) { check_huge(3, 40000, 65536); }
 TEST_F(HugeIndices, OutputPast2To31Elements) { check_huge(65536, 8, 40000); }
-// Not fused_skinny: made for few rows, it would take minutes on 65536 of them.
+// Not fused_skinny: made for few rows and parallel over columns, N = 3 gives it one team, which
+// would take minutes on 65536 rows; it gets enough columns (132 SMs x 32) in the next test.
 TEST_F(HugeIndices, InputPast2To31Elements) {
   check_huge(65536, 40000, 3, {Algorithm::Vendor, Algorithm::VendorPrefill, Algorithm::Fused});
+}
+TEST_F(HugeIndices, InputPast2To31ElementsSkinny) {
+  check_huge(65536, 40000, 4224, {Algorithm::FusedSkinny});
 }
 
 }  // namespace
