@@ -23,8 +23,11 @@ import sys
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
+# The issue's four regimes, the crossovers auto's rule is drawn from (M = 1..64 at 8192^2, small
+# layers around N K = 2^21), other square/rectangular shapes, and the K = 65536 stress shape.
 SWEEP = ["1024x8192x8192", "4096x4096x4096", "128x1024x512", "16x8192x8192", "1x8192x8192",
-         "64x8192x8192", "256x4096x4096", "2048x2048x2048"]
+         "4x8192x8192", "8x8192x8192", "32x8192x8192", "64x8192x8192", "64x1024x1024",
+         "256x1024x1024", "128x4096x1024", "256x4096x4096", "2048x2048x2048", "256x65536x1024"]
 REFERENCE_PEER = "torch eager fp32 (reference model)"
 SCALAR_BYTES = 4  # fp32: what the perf program and the fp32 peers measure
 COLUMNS = ["shape", "source", "path", "median_ms", "min_ms", "tflops", "vs_reference",
@@ -67,7 +70,7 @@ def run_ours(args, shape, out_dir, precision="strict"):
     """One perf-program run for one shape; returns its exit status. The TF32 run times the
     vendor path only (the one that has TF32)."""
     M, K, N = parse_shape(shape)
-    mode = [] if precision == "strict" else ["--precision", precision, "--algorithm", "vendor"]
+    mode = [] if precision == "strict" else ["--precision", precision, "--algorithm", "vendor,vendor_lt"]
     cmd = [str(args.perf), "--m", str(M), "--k", str(K), "--n", str(N),
            "--multiplier", str(args.mult), "--slope", str(args.slope),
            "--json", str(ours_json(out_dir, shape, precision))] + shlex.split(args.perf_args) + mode
@@ -113,7 +116,7 @@ def load_peers(path):
 def collect(args, shapes, out_dir):
     """Runs (unless --no-run) and loads everything; returns (rows, problems)."""
     rows, problems = [], []
-    precisions = ["strict"] + (["tf32"] if args.tf32 else [])
+    precisions = ["strict"] + (["tf32", "3xtf32"] if args.tf32 else [])
     for i, shape in enumerate(shapes, 1):
         for precision in precisions:
             path = ours_json(out_dir, shape, precision)
@@ -260,7 +263,7 @@ def main():
     p.add_argument("--mult", type=float, default=2.0, help="multiplier (default 2.0)")
     p.add_argument("--slope", type=float, default=0.1, help="LeakyReLU slope (default 0.1)")
     p.add_argument("--tf32", action="store_true",
-                   help="also time the vendor path in TF32 precision (cuBLAS builds)")
+                   help="also time the vendor paths in the tf32 and 3xtf32 precisions (CUDA builds)")
     p.add_argument("--out", type=Path, default=Path("perf_results"),
                    help="output folder (default: %(default)s)")
     p.add_argument("--peak-tflops", type=float, default=67.0,

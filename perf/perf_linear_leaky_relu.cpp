@@ -16,6 +16,7 @@
 #include <sstream>
 #include <stdexcept>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include <Kokkos_Core.hpp>
@@ -36,7 +37,7 @@ using HostMatrix = Kokkos::View<Scalar**, Kokkos::LayoutRight, Kokkos::HostSpace
 /// K = 8192 lands near 1e-6 and TF32 near 3e-4; a missing tile or a wrong bias moves it far
 /// above either.
 double max_rel_err(FusedLinear::Precision p) {
-  return p == FusedLinear::Precision::TF32 ? 2e-3 : 1e-4;
+  return p == FusedLinear::Precision::TF32 ? 2e-3 : 1e-4;  // 3xtf32: fp32's
 }
 
 /// The default shape: a host run must finish in seconds on two cores, even where the host BLAS
@@ -51,9 +52,9 @@ constexpr Shape default_shape = runs_on_host ? Shape{128, 1024, 512} : Shape{102
 constexpr double all_rows_limit = 8589934592.0;  // 2^33
 constexpr std::int64_t sampled_rows = 256;
 
-constexpr Algorithm all_algorithms[] = {Algorithm::Auto, Algorithm::Vendor,
-                                        Algorithm::VendorPrefill, Algorithm::Fused,
-                                        Algorithm::FusedSkinny};
+constexpr Algorithm all_algorithms[] = {Algorithm::Auto,     Algorithm::Vendor,
+                                        Algorithm::VendorPrefill, Algorithm::VendorLt,
+                                        Algorithm::Fused,    Algorithm::FusedSkinny};
 
 struct Config {
   Shape shape = default_shape;
@@ -65,6 +66,7 @@ struct Config {
   std::string json_path;
   std::int64_t check_rows = 0;  // 0: the default, resolved from the shape in parse_args
   bool layout_left = false;
+  int alignment = 0;  // 0: as Kokkos allocates
   FusedLinear::Precision precision = FusedLinear::Precision::Strict;
 };
 
@@ -76,17 +78,22 @@ void print_usage(std::ostream& os) {
      << ")\n"
         "  --multiplier X      scale after the bias (default 2.0)\n"
         "  --slope S           LeakyReLU negative slope (default 0.1)\n"
-        "  --algorithm LIST    comma list of auto,vendor,vendor_prefill,fused,fused_skinny, or all\n"
+        "  --algorithm LIST    comma list of auto,vendor,vendor_prefill,vendor_lt,fused,\n"
+        "                      fused_skinny, or all\n"
         "                      (default)\n"
-        "  --precision P       strict (default) or tf32 (vendor paths with cuBLAS only)\n"
-        "  --warmup N          untimed calls per path after the checked one (default 5)\n"
-        "  --reps N            timed calls per path, each fenced and timed alone (default 30)\n"
+        "  --precision P       strict (default), tf32 or 3xtf32 (vendor paths with cuBLAS only)\n"
+        "  --warmup N          untimed calls per path after the checked one, and at least\n"
+        "                      100 ms of them (default 5)\n"
+        "  --reps N            timed calls per path, each timed alone (default 30): CUDA events\n"
+        "                      around the call on CUDA (as the PyTorch peers), else fences\n"
         "  --seed S            random seed (default: from the clock; printed)\n"
         "  --check-rows R      rows checked against the float64 host reference (default: all\n"
         "                      when M*N*K <= 2^33, else "
      << sampled_rows
      << " evenly spaced)\n"
         "  --layout left|right layout of X, W, b and Y (default right, PyTorch's)\n"
+        "  --alignment A       place X, W and Y at addresses aligned to exactly A bytes (a power\n"
+        "                      of two, 16..1024; default: where Kokkos' allocation puts them)\n"
         "  --json FILE         also write the results (and Kokkos' configuration) as JSON\n"
         "  --help              this text\n";
 }
@@ -180,6 +187,10 @@ Config parse_args(int argc, char* argv[]) {
       if (layout != "left" && layout != "right")
         throw std::invalid_argument("--layout takes left or right, got '" + layout + "'");
       c.layout_left = layout == "left";
+    } else if (option == "--alignment") {
+      c.alignment = parse_integer<int>(option, value(), 16, 1024);
+      if ((c.alignment & (c.alignment - 1)) != 0)
+        throw std::invalid_argument("--alignment takes a power of two, got " + value());
     } else {
       throw std::invalid_argument("unknown option '" + option + "'");
     }
@@ -230,6 +241,35 @@ Accuracy compare(const YHost& y, const std::vector<std::int64_t>& rows,
   return a;
 }
 
+/// Milliseconds of one call. On CUDA, events recorded on the stream before and after it, as
+/// torch_peers.py times the PyTorch peers (launch gaps included, the host's fence latency not);
+/// elsewhere a host timer between fences.
+template <class Call>
+double time_one_call(const Call& call) {
+  Kokkos::fence();
+#if defined(KOKKOS_ENABLE_CUDA)
+  if (std::is_same<ExecSpace, Kokkos::Cuda>::value) {
+    const cudaStream_t stream = Kokkos::Cuda().cuda_stream();
+    cudaEvent_t start, stop;
+    cudaEventCreate(&start);
+    cudaEventCreate(&stop);
+    cudaEventRecord(start, stream);
+    call();
+    cudaEventRecord(stop, stream);
+    cudaEventSynchronize(stop);
+    float ms = 0;
+    cudaEventElapsedTime(&ms, start, stop);
+    cudaEventDestroy(start);
+    cudaEventDestroy(stop);
+    return ms;
+  }
+#endif
+  Kokkos::Timer timer;
+  call();
+  Kokkos::fence();
+  return timer.seconds() * 1e3;
+}
+
 struct Result {
   Algorithm requested;
   FusedLinear::RunInfo info;
@@ -249,13 +289,27 @@ HostMatrix host_row_major(const View& A) {
 /// Runs the whole method on one layout: inputs, reference, then check and time each path.
 template <class Layout>
 std::vector<Result> run(const Config& c) {
-  using Matrix = Kokkos::View<Scalar**, Layout, MemorySpace>;
+  using Matrix = Kokkos::View<Scalar**, Layout, MemorySpace, Kokkos::MemoryUnmanaged>;
   using Vector = Kokkos::View<Scalar*, Layout, MemorySpace>;
   const auto M = c.shape.M, K = c.shape.K, N = c.shape.N;
   const auto uninitialized = [](const std::string& label) {
     return Kokkos::view_alloc(Kokkos::WithoutInitializing, label);
   };
-  Matrix X(uninitialized("X"), M, K), W(uninitialized("W"), N, K), Y(uninitialized("Y"), M, N);
+  // Each matrix lives in a managed buffer, seen through an unmanaged View whose first element
+  // sits where --alignment asks (cuBLAS's kernel choice may depend on it: PyTorch's tensors
+  // are 512-byte aligned, Kokkos 3.4 puts a View's data 128 bytes after its allocation's start).
+  std::vector<Kokkos::View<char*, MemorySpace>> buffers;
+  const auto matrix = [&](const std::string& label, std::int64_t rows, std::int64_t cols) {
+    const std::size_t bytes = sizeof(Scalar) * std::size_t(rows) * std::size_t(cols);
+    buffers.emplace_back(uninitialized(label), bytes + 2048);
+    std::uintptr_t p = reinterpret_cast<std::uintptr_t>(buffers.back().data());
+    if (c.alignment > 0) {
+      p = (p + 1023) / 1024 * 1024;
+      if (c.alignment < 1024) p += c.alignment;  // aligned to exactly `alignment`
+    }
+    return Matrix(reinterpret_cast<Scalar*>(p), rows, cols);
+  };
+  const Matrix X = matrix("X", M, K), W = matrix("W", N, K), Y = matrix("Y", M, N);
   Vector b(uninitialized("b"), N);
 
   // As the reference model's inputs: X uniform [0, 1), W and b as nn.Linear initialises them.
@@ -297,15 +351,18 @@ std::vector<Result> run(const Config& c) {
     Kokkos::deep_copy(y_host, Y);
     r.accuracy = compare(y_host, rows, ref);
 
-    for (int i = 0; i < c.warmup; ++i) call();
-    std::vector<double> ms(c.reps);
-    for (double& t : ms) {
+    // Warm-up: at least --warmup calls and 100 ms, so that the GPU's clocks have ramped up again
+    // after the host-side checks (without it the first paths timed ran up to 7% slow).
+    {
+      Kokkos::Timer warm;
+      for (int i = 0; i < c.warmup || warm.seconds() < 0.1; ++i) {
+        call();
+        if (i % 16 == 15) Kokkos::fence();  // bound the queue: the timer must see the GPU's time
+      }
       Kokkos::fence();
-      Kokkos::Timer timer;
-      call();
-      Kokkos::fence();
-      t = timer.seconds() * 1e3;
     }
+    std::vector<double> ms(c.reps);
+    for (double& t : ms) t = time_one_call(call);
     std::sort(ms.begin(), ms.end());
     // The upper median, times[n/2], as torch_peers.py takes it: ratios compare like with like.
     r.median_ms = ms[ms.size() / 2];
@@ -340,7 +397,9 @@ void print_header(const Config& c) {
             << "\nKokkos " << kokkos_version() << ": execution space " << ExecSpace::name()
             << ", memory space " << MemorySpace::name() << ", concurrency "
             << ExecSpace().concurrency() << "\nshape MxKxN " << shape_string(c.shape) << ", layout "
-            << (c.layout_left ? "left" : "right") << ", precision " << FusedLinear::to_string(c.precision)
+            << (c.layout_left ? "left" : "right")
+            << (c.alignment ? ", alignment " + std::to_string(c.alignment) : std::string())
+            << ", precision " << FusedLinear::to_string(c.precision)
             << ", multiplier " << c.multiplier << ", slope "
             << c.slope << ", seed " << c.seed << ", warm-up " << c.warmup << ", reps " << c.reps
             << "\nchecked against the float64 host reference: "

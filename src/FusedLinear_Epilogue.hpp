@@ -29,9 +29,14 @@ struct LeakyReLUEpilogue {
     return multiplier * bias;
   }
 
+  /// Scale and LeakyReLU of a biased sum (used after a GEMM that already added the bias).
+  KOKKOS_FORCEINLINE_FUNCTION Scalar scaled_activation(Scalar biased) const {
+    return activation(multiplier * biased);
+  }
+
   /// The whole epilogue on one accumulator (the plain product row . column).
   KOKKOS_FORCEINLINE_FUNCTION Scalar operator()(Scalar acc, Scalar bias) const {
-    return activation(multiplier * (acc + bias));
+    return scaled_activation(acc + bias);
   }
 };
 

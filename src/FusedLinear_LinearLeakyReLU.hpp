@@ -54,8 +54,8 @@ void check_arguments(const XView& X, const WView& W, const BView& b, const YView
   if (!Y.is_allocated()) fail("Y is not allocated");
   if (W.extent(1) != X.extent(1) || b.extent(0) != W.extent(0) || Y.extent(0) != X.extent(0) ||
       Y.extent(1) != W.extent(0)) {
-    fail("extents do not match: expected X [M,K], W [N,K], b [N], Y [M,N]; got X " +
-         shape_of(X) + ", W " + shape_of(W) + ", b " + shape_of(b) + ", Y " + shape_of(Y));
+    fail("extents do not match: expected X [M,K], W [N,K], b [N], Y [M,N]; got X " + shape_of(X) +
+         ", W " + shape_of(W) + ", b " + shape_of(b) + ", Y " + shape_of(Y));
   }
   // cuBLAS and BLAS take 32-bit dimensions; products of them may exceed 2^31 (64-bit indexing).
   constexpr std::size_t max_extent = 2147483647;
@@ -71,17 +71,30 @@ void check_arguments(const XView& X, const WView& W, const BView& b, const YView
          std::to_string(static_cast<double>(negative_slope)));
 }
 
-/// Auto's rule, from the measurements in perf/RESULTS.md:
-/// - host backends: fused_skinny, 2.5x faster than fused and 4-10x faster than the host BLAS
-///   (Debian's reference BLAS, single-threaded) at every shape tried on 2 cores;
-/// - GPUs: the vendor BLAS where Kokkos Kernels dispatches to one (cuBLAS was the fastest strict
-///   fp32 path at every swept H200 shape), otherwise fused (faster than Kokkos Kernels' native
-///   gemm plus a pass).
+/// Auto's rule for strict precision, from the measurements in perf/RESULTS.md:
+/// - fused_skinny for few rows (M <= `skinny_rows`). GPUs: it streams W faster than cuBLAS, 1.4x
+///   at M = 1 to 1.2x at M = 16 on an H200 at K = N = 8192; cuBLAS wins from M = 32. Hosts (2
+///   cores): 2x faster than fused at 1x4096x4096, even at 16x2048x2048.
+/// - host backends otherwise: fused (1.1-1.3x faster than fused_skinny there, 3-4x faster than
+///   Debian's single-threaded reference BLAS).
+/// - GPUs otherwise: fused_skinny for small layers (M <= `small_rows` and N K <= `small_weights`:
+///   one launch and no pass over Y, 1.3-1.5x faster than cuBLAS plus the pass at 64x1024x1024
+///   and 128x1024x512, as fast or 7% faster at 256x1024x1024, cuBLAS ahead at 128x4096x1024);
+///   then cuBLASLt where it serves the Views, else the vendor BLAS Kokkos Kernels dispatches to,
+///   else fused (faster than Kokkos Kernels' native gemm plus a pass).
+struct AutoRule {
+  static constexpr std::int64_t skinny_rows = 16;
+  static constexpr std::int64_t small_rows = 256;
+  static constexpr std::int64_t small_weights = std::int64_t(1) << 21;
+};
+
 template <class ExecSpace, class XView, class WView, class YView>
-Algorithm choose_algorithm() {
-  if (is_host_space<ExecSpace>()) return Algorithm::FusedSkinny;
-  return vendor_blas_name<XView, WView, YView>() != nullptr ? Algorithm::Vendor
-                                                            : Algorithm::Fused;
+Algorithm choose_algorithm(std::int64_t M, std::int64_t N, std::int64_t K) {
+  if (M <= AutoRule::skinny_rows) return Algorithm::FusedSkinny;
+  if (is_host_space<ExecSpace>()) return Algorithm::Fused;
+  if (M <= AutoRule::small_rows && N * K <= AutoRule::small_weights) return Algorithm::FusedSkinny;
+  if (cublaslt_serves<ExecSpace, XView, WView, YView>()) return Algorithm::VendorLt;
+  return vendor_blas_name<XView, WView, YView>() != nullptr ? Algorithm::Vendor : Algorithm::Fused;
 }
 
 /// Pushes a Kokkos profiling region for the scope of the call, exceptions included.
@@ -105,7 +118,8 @@ struct ProfilingRegion {
 /// \param multiplier      finite scale applied after the bias
 /// \param negative_slope  finite LeakyReLU slope for non-positive values
 /// \param options         algorithm (Algorithm::Auto by default) and precision (Strict by
-///                        default; TF32 needs the vendor path with cuBLAS and float Views)
+///                        default; TF32 and TF32x3 need a vendor path with cuBLAS and float
+///                        Views, TF32x3 also cuBLASLt)
 /// \return which path and which GEMM implementation ran, with the reason for any difference
 ///         from the request
 /// \throws std::invalid_argument naming the function and the problem for mismatched extents,
@@ -149,23 +163,40 @@ RunInfo linear_leaky_relu(const ExecSpace& exec, const XView& X, const WView& W,
 
   RunInfo info;
   const char* vendor_blas = Impl::vendor_blas_name<XView, WView, YView>();
-  const bool tf32 = options.precision == Precision::TF32;
-  if (tf32) {
-    // TF32 exists on tensor cores through cuBLAS only; never quietly compute something else.
-    if (!std::is_same<Scalar, float>::value) Impl::fail("precision tf32 applies to float Views only");
-    if (vendor_blas == nullptr || std::string(vendor_blas) != "cuBLAS")
-      Impl::fail("precision tf32 needs cuBLAS (CUDA, X, W and Y of one layout); these Views get " +
-                 std::string(vendor_blas ? vendor_blas : "no vendor BLAS"));
-    if (options.algorithm == Algorithm::Fused || options.algorithm == Algorithm::FusedSkinny)
-      Impl::fail(std::string("precision tf32 is available on the vendor paths only, not on ") +
-                 to_string(options.algorithm));
+  constexpr bool lt_serves = Impl::cublaslt_serves<ExecSpace, XView, WView, YView>();
+  const Precision precision = options.precision;
+  info.algorithm = options.algorithm;
+  if (info.algorithm == Algorithm::Auto)
+    info.algorithm = precision != Precision::Strict
+                         ? (lt_serves ? Algorithm::VendorLt : Algorithm::Vendor)
+                         : Impl::choose_algorithm<ExecSpace, XView, WView, YView>(M, N, K);
+  if (info.algorithm == Algorithm::VendorLt && !lt_serves) {
+    info.algorithm = Algorithm::Vendor;
+    info.note =
+        "cuBLASLt does not serve these Views here (needs a CUDA build that found "
+        "cublasLt, float/double X, W and Y of one layout in CUDA memory): ran vendor";
   }
-  info.algorithm = options.algorithm == Algorithm::Auto
-                       ? (tf32 ? Algorithm::Vendor
-                               : Impl::choose_algorithm<ExecSpace, XView, WView, YView>())
-                       : options.algorithm;
-  Impl::ProfilingRegion region(std::string(Impl::function_name) + "[" +
-                               to_string(info.algorithm) + "]");
+  if (precision != Precision::Strict) {
+    // Tensor-core modes exist through cuBLAS only; never quietly compute something else.
+    const std::string mode = to_string(precision);
+    if (!std::is_same<Scalar, float>::value)
+      Impl::fail("precision " + mode + " applies to float Views only");
+    if (info.algorithm == Algorithm::Fused || info.algorithm == Algorithm::FusedSkinny)
+      Impl::fail("precision " + mode + " is available on the vendor paths only, not on " +
+                 to_string(info.algorithm));
+    if (precision == Precision::TF32x3 && !lt_serves)
+      Impl::fail(
+          "precision 3xtf32 needs cuBLASLt (a CUDA build that found it, X, W and Y of one "
+          "layout in CUDA memory)");
+    if (info.algorithm != Algorithm::VendorLt &&
+        (vendor_blas == nullptr || std::string(vendor_blas) != "cuBLAS"))
+      Impl::fail("precision " + mode +
+                 " needs cuBLAS (CUDA, X, W and Y of one layout); these "
+                 "Views get " +
+                 std::string(vendor_blas ? vendor_blas : "no vendor BLAS"));
+  }
+  Impl::ProfilingRegion region(std::string(Impl::function_name) + "[" + to_string(info.algorithm) +
+                               "]");
 
   if (M == 0 || N == 0) {
     info.gemm = "none";
@@ -184,8 +215,9 @@ RunInfo linear_leaky_relu(const ExecSpace& exec, const XView& X, const WView& W,
     // With alpha = 0 a BLAS skips the product entirely, so NaN and Inf in X or W would not
     // reach Y as they do in PyTorch: run the beta = 0 variant, which keeps alpha = 1.
     info.algorithm = Algorithm::Vendor;
-    info.note = "vendor_prefill with multiplier 0 would let the BLAS skip the product "
-                "(alpha = 0) and drop NaN/Inf propagation; ran vendor instead";
+    info.note =
+        "vendor_prefill with multiplier 0 would let the BLAS skip the product "
+        "(alpha = 0) and drop NaN/Inf propagation; ran vendor instead";
   }
 
   switch (info.algorithm) {
@@ -197,6 +229,21 @@ RunInfo linear_leaky_relu(const ExecSpace& exec, const XView& X, const WView& W,
       info.gemm = "FusedLinear skinny TeamPolicy kernel";
       Impl::run_skinny(exec, X, W, b, Y, ep);
       break;
+    case Algorithm::VendorLt: {
+      info.vendor_blas = true;
+      info.gemm = "cuBLASLt";
+      // PyTorch's Linear adds the bias in cuBLASLt's epilogue too; the pass then only scales.
+      const bool bias_in_gemm = Impl::cublaslt_adds_bias<ExecSpace, XView, WView, BView, YView>(b);
+      Impl::vendor_product(exec, Scalar(1), X, W, Scalar(0), Y, precision, true,
+                           bias_in_gemm ? b.data() : static_cast<const Scalar*>(nullptr));
+      if (bias_in_gemm)
+        Impl::epilogue_pass<Impl::Pass::ScaleActivation>("FusedLinear::vendor_lt::epilogue", exec,
+                                                         Y, b, ep);
+      else
+        Impl::epilogue_pass<Impl::Pass::BiasScaleActivation>("FusedLinear::vendor_lt::epilogue",
+                                                             exec, Y, b, ep);
+      break;
+    }
     case Algorithm::Vendor:
     case Algorithm::VendorPrefill: {
       info.vendor_blas = vendor_blas != nullptr;
@@ -209,19 +256,20 @@ RunInfo linear_leaky_relu(const ExecSpace& exec, const XView& X, const WView& W,
             "KokkosBlas::gemm ran its native kernel";
       }
       if (info.algorithm == Algorithm::Vendor) {
-        Impl::gemm_nt(exec, Scalar(1), X, W, Scalar(0), Y, tf32);
-        Impl::epilogue_pass<Impl::Pass::BiasScaleActivation>("FusedLinear::vendor::epilogue",
-                                                             exec, Y, b, ep);
+        Impl::vendor_product(exec, Scalar(1), X, W, Scalar(0), Y, precision, false);
+        Impl::epilogue_pass<Impl::Pass::BiasScaleActivation>("FusedLinear::vendor::epilogue", exec,
+                                                             Y, b, ep);
       } else {
         Impl::epilogue_pass<Impl::Pass::PrefillScaledBias>("FusedLinear::vendor_prefill::bias",
                                                            exec, Y, b, ep);
-        Impl::gemm_nt(exec, multiplier, X, W, Scalar(1), Y, tf32);
-        Impl::epilogue_pass<Impl::Pass::Activation>("FusedLinear::vendor_prefill::leaky_relu",
-                                                    exec, Y, b, ep);
+        Impl::vendor_product(exec, multiplier, X, W, Scalar(1), Y, precision, false);
+        Impl::epilogue_pass<Impl::Pass::Activation>("FusedLinear::vendor_prefill::leaky_relu", exec,
+                                                    Y, b, ep);
       }
       break;
     }
-    case Algorithm::Auto: break;  // resolved above
+    case Algorithm::Auto:
+      break;  // resolved above
   }
   return info;
 }

@@ -17,24 +17,37 @@ enum class Algorithm {
   /// Prefill Y with multiplier * b, KokkosBlas::gemm with alpha = multiplier and beta = 1, then
   /// one MDRange pass applying LeakyReLU in place.
   VendorPrefill,
+  /// cuBLASLt matmul (CUDA builds that found cublasLt; elsewhere Vendor runs, with a note), the
+  /// bias added in its epilogue where it can (float, LayoutRight), then one MDRange pass for
+  /// the rest. Stream, compute type and alignment go with each call (no shared handle state);
+  /// plans are cached per shape.
+  VendorLt,
   /// The hand-written TeamPolicy kernel: GEMM tiles staged in team scratch, a register tile per
   /// thread, epilogue applied in registers before the single write of Y.
   Fused,
-  /// A hand-written TeamPolicy kernel for few rows of X (inference-like batches): each team owns
-  /// 32 columns of Y and splits K among its threads, so W streams from memory once with 32-byte
-  /// accesses; the slices are summed in team scratch in a fixed order, then the epilogue.
+  /// A hand-written TeamPolicy kernel for few rows of X (inference-like batches) and small
+  /// problems: each team owns a block of 8 (or 16) rows x 32 columns of Y and splits K among its
+  /// threads, so W streams from memory with 16-byte coalesced loads while X is staged in team
+  /// scratch; the slices are summed in team scratch in a fixed order, then the epilogue.
   FusedSkinny,
 };
 
-/// Human-readable name of an algorithm ("auto", "vendor", "vendor_prefill", "fused",
-/// "fused_skinny").
+/// Human-readable name of an algorithm ("auto", "vendor", "vendor_prefill", "vendor_lt",
+/// "fused", "fused_skinny").
 inline const char* to_string(Algorithm a) {
   switch (a) {
-    case Algorithm::Auto: return "auto";
-    case Algorithm::Vendor: return "vendor";
-    case Algorithm::VendorPrefill: return "vendor_prefill";
-    case Algorithm::Fused: return "fused";
-    case Algorithm::FusedSkinny: return "fused_skinny";
+    case Algorithm::Auto:
+      return "auto";
+    case Algorithm::Vendor:
+      return "vendor";
+    case Algorithm::VendorPrefill:
+      return "vendor_prefill";
+    case Algorithm::VendorLt:
+      return "vendor_lt";
+    case Algorithm::Fused:
+      return "fused";
+    case Algorithm::FusedSkinny:
+      return "fused_skinny";
   }
   return "unknown";
 }
@@ -42,11 +55,12 @@ inline const char* to_string(Algorithm a) {
 /// Parses the names printed by to_string; throws std::invalid_argument otherwise.
 inline Algorithm algorithm_from_string(const std::string& name) {
   for (Algorithm a : {Algorithm::Auto, Algorithm::Vendor, Algorithm::VendorPrefill,
-                      Algorithm::Fused, Algorithm::FusedSkinny}) {
+                      Algorithm::VendorLt, Algorithm::Fused, Algorithm::FusedSkinny}) {
     if (name == to_string(a)) return a;
   }
-  throw std::invalid_argument("FusedLinear::algorithm_from_string: unknown algorithm '" + name +
-                              "' (expected auto, vendor, vendor_prefill, fused or fused_skinny)");
+  throw std::invalid_argument(
+      "FusedLinear::algorithm_from_string: unknown algorithm '" + name +
+      "' (expected auto, vendor, vendor_prefill, vendor_lt, fused or fused_skinny)");
 }
 
 /// Arithmetic of the product.
@@ -57,15 +71,32 @@ enum class Precision {
   /// relative error near 3e-4 instead of 1e-6, several times faster. Vendor paths with cuBLAS
   /// only (the math mode of Kokkos Kernels' cuBLAS handle is set for the call and restored).
   TF32,
+  /// fp32-accurate products on TF32 tensor cores ("3xTF32"): each float operand is split into
+  /// a TF32 high part and a TF32-rounded remainder, and X.W^T is computed as
+  /// lo.hi + hi.lo + hi.hi (small terms first) in one TF32 product over 3K, fp32 accumulation.
+  /// Each product is then within 3 * 2^-22 relative, as in fp32, but cuBLAS's tensor-core
+  /// accumulation leaves ~2e-5 relative error at K = 8192 (README). Vendor paths on CUDA builds
+  /// with cuBLASLt (which provides the stream-ordered workspace for the split operands).
+  TF32x3,
 };
 
-inline const char* to_string(Precision p) { return p == Precision::TF32 ? "tf32" : "strict"; }
+inline const char* to_string(Precision p) {
+  switch (p) {
+    case Precision::Strict:
+      return "strict";
+    case Precision::TF32:
+      return "tf32";
+    case Precision::TF32x3:
+      return "3xtf32";
+  }
+  return "unknown";
+}
 
 inline Precision precision_from_string(const std::string& name) {
-  if (name == "strict") return Precision::Strict;
-  if (name == "tf32") return Precision::TF32;
+  for (Precision p : {Precision::Strict, Precision::TF32, Precision::TF32x3})
+    if (name == to_string(p)) return p;
   throw std::invalid_argument("FusedLinear::precision_from_string: unknown precision '" + name +
-                              "' (expected strict or tf32)");
+                              "' (expected strict, tf32 or 3xtf32)");
 }
 
 /// Options of one call; implicitly constructible from an Algorithm.
@@ -81,8 +112,8 @@ struct Options {
 struct RunInfo {
   /// The path that ran (Auto only in a default-constructed RunInfo: nothing ran).
   Algorithm algorithm = Algorithm::Auto;
-  /// Which GEMM implementation ran: "cuBLAS", "host BLAS", "Kokkos Kernels native gemm",
-  /// "FusedLinear TeamPolicy kernel", or "none" when no product was needed (M, N or K = 0).
+  /// Which GEMM implementation ran: "cuBLAS", "cuBLASLt", "host BLAS", "Kokkos Kernels native
+  /// gemm", "FusedLinear TeamPolicy kernel", or "none" when no product was needed (M, N or K = 0).
   std::string gemm;
   /// True when a vendor path was requested and KokkosBlas::gemm dispatched to a vendor BLAS.
   bool vendor_blas = false;

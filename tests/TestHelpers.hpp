@@ -25,8 +25,8 @@ using MemorySpace = ExecSpace::memory_space;
 /// Every algorithm a caller can ask for.
 constexpr FusedLinear::Algorithm all_algorithms[] = {
     FusedLinear::Algorithm::Auto, FusedLinear::Algorithm::Vendor,
-    FusedLinear::Algorithm::VendorPrefill, FusedLinear::Algorithm::Fused,
-    FusedLinear::Algorithm::FusedSkinny};
+    FusedLinear::Algorithm::VendorPrefill, FusedLinear::Algorithm::VendorLt,
+    FusedLinear::Algorithm::Fused, FusedLinear::Algorithm::FusedSkinny};
 
 template <class Scalar, class Layout>
 struct Problem {

@@ -50,13 +50,15 @@ using Configs = ::testing::Types<Config<float, Kokkos::LayoutRight>,
 TYPED_TEST_SUITE(LinearLeakyReLU, Configs);
 
 // Shapes: single elements, K = 1, skinny M = 1 and N = 1, odd sizes, sizes that are and are not
-// multiples of every tile (GPU 128x128x8, host 4x16x64) and of the 16-byte pack (4 floats,
-// 2 doubles), and one larger odd shape as Kokkos Kernels' own gemm tests use.
+// multiples of every tile (fused: GPU 128x128x16, host 4x16; fused_skinny: 16 or 8 rows x 32
+// columns x chunks of 256 or 128 k on GPUs, 16 x 4 x 64 on hosts) and of the 16-byte pack
+// (4 floats, 2 doubles), and one larger odd shape as Kokkos Kernels' own gemm tests use.
 TYPED_TEST(LinearLeakyReLU, EdgeAndOddShapes) {
   const std::int64_t shapes[][3] = {
       {1, 1, 1},     {1, 7, 1},     {3, 1, 5},     {1, 257, 300},  {300, 257, 1},
       {13, 15, 17},  {17, 16, 12},  {64, 64, 64},  {128, 128, 128}, {129, 136, 131},
-      {127, 129, 255}, {256, 72, 260}, {12, 3071, 517}};
+      {127, 129, 255}, {256, 72, 260}, {12, 3071, 517}, {17, 513, 33}, {40, 1030, 65},
+      {16, 256, 32}, {9, 130, 31}};
   for (const auto& s : shapes) this->check_all(s[0], s[1], s[2], 2.0, 0.1);
 }
 
@@ -151,11 +153,23 @@ TYPED_TEST(LinearLeakyReLU, ReportsWhatRan) {
   EXPECT_TRUE(vendor.vendor_blas) << vendor.note;
   EXPECT_TRUE(vendor.note.empty()) << vendor.note;
 
-  // Auto's documented rule: fused_skinny on host backends; on GPUs the vendor BLAS where one
-  // serves the Views, fused elsewhere.
+  // Auto's documented rule: fused_skinny for few rows (this one); then fused on host backends;
+  // on GPUs fused_skinny for small layers, else cuBLASLt, the vendor BLAS or fused, in that order.
   constexpr bool host = FusedLinear::Impl::is_host_space<ExecSpace>();
   const auto automatic = FusedLinear::linear_leaky_relu(p.X, p.W, p.b, p.Y, Scalar(2), Scalar(0.1));
-  EXPECT_EQ(automatic.algorithm, host ? Algorithm::FusedSkinny : Algorithm::Vendor);
+  EXPECT_EQ(automatic.algorithm, Algorithm::FusedSkinny);
+  using Matrix = typename TestFixture::P::Matrix;
+  using Rule = FusedLinear::Impl::AutoRule;
+  constexpr bool lt_serves = FusedLinear::Impl::cublaslt_serves<ExecSpace, Matrix, Matrix, Matrix>();
+  const Algorithm large = FusedLinear::Impl::choose_algorithm<ExecSpace, Matrix, Matrix, Matrix>(
+      Rule::small_rows + 1, 1024, 1024);
+  EXPECT_EQ(large, host ? Algorithm::Fused : lt_serves ? Algorithm::VendorLt : Algorithm::Vendor);
+  EXPECT_EQ((FusedLinear::Impl::choose_algorithm<ExecSpace, Matrix, Matrix, Matrix>(
+                Rule::small_rows, 1024, 1024)),
+            host ? Algorithm::Fused : Algorithm::FusedSkinny);
+  EXPECT_EQ((FusedLinear::Impl::choose_algorithm<ExecSpace, Matrix, Matrix, Matrix>(
+                Rule::skinny_rows, 8192, 8192)),
+            Algorithm::FusedSkinny);
 
   // Mixed layouts: Kokkos Kernels would silently use its native gemm; we say so.
   using Other = std::conditional_t<std::is_same<Layout, Kokkos::LayoutRight>::value,
@@ -170,8 +184,26 @@ TYPED_TEST(LinearLeakyReLU, ReportsWhatRan) {
   EXPECT_EQ(mixed.gemm, "Kokkos Kernels native gemm");
   EXPECT_NE(mixed.note.find("native"), std::string::npos);
   EXPECT_TRUE(matches_reference(p, 2.0, 0.1, p.Y));
-  EXPECT_EQ(FusedLinear::linear_leaky_relu(p.X, W_other, p.b, p.Y, Scalar(2), Scalar(0.1)).algorithm,
-            host ? Algorithm::FusedSkinny : Algorithm::Fused);
+  using OtherMatrix = decltype(W_other);
+  EXPECT_EQ((FusedLinear::Impl::choose_algorithm<ExecSpace, Matrix, OtherMatrix, Matrix>(
+                Rule::small_rows + 1, 1024, 1024)),
+            Algorithm::Fused);
+
+  // vendor_lt where cuBLASLt cannot serve the Views (other backends, builds without it): vendor
+  // runs, and the result says so.
+  p.poison();
+  const auto lt = FusedLinear::linear_leaky_relu(p.X, p.W, p.b, p.Y, Scalar(2), Scalar(0.1),
+                                                 Algorithm::VendorLt);
+  Kokkos::fence();
+  if (lt_serves) {
+    EXPECT_EQ(lt.algorithm, Algorithm::VendorLt);
+    EXPECT_EQ(lt.gemm, "cuBLASLt");
+    EXPECT_TRUE(lt.note.empty()) << lt.note;
+  } else {
+    EXPECT_EQ(lt.algorithm, Algorithm::Vendor);
+    EXPECT_NE(lt.note.find("cuBLASLt"), std::string::npos) << lt.note;
+  }
+  EXPECT_TRUE(matches_reference(p, 2.0, 0.1, p.Y));
 
   // vendor_prefill with multiplier 0 would let the BLAS skip the product: reported fallback.
   const auto zero = FusedLinear::linear_leaky_relu(p.X, p.W, p.b, p.Y, Scalar(0), Scalar(0.1),

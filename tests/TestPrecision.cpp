@@ -1,8 +1,13 @@
 // SPDX-License-Identifier: Apache-2.0
 // Precision modes: strict fp32 is the default (every other test); TF32 runs on the vendor paths
 // with cuBLAS, within its derived bound, and leaves the shared cuBLAS handle as it found it;
-// everywhere else it is refused with a clear error rather than silently computed in fp32.
+// 3xTF32 runs where cuBLASLt does, within its own derived bound and far below TF32's error;
+// everywhere else they are refused with a clear error rather than silently computed otherwise.
 #include "TestHelpers.hpp"
+
+#include <cstring>
+#include <random>
+#include <vector>
 
 #if defined(KOKKOSKERNELS_ENABLE_TPL_CUBLAS) && defined(KOKKOS_ENABLE_CUDA)
 #include <KokkosBlas_tpl_spec.hpp>
@@ -19,10 +24,12 @@ using P = Problem<float, Kokkos::LayoutRight>;
 
 // TF32 keeps 10 of fp32's 23 mantissa bits; tensor cores may truncate rather than round, so each
 // operand is within 2^-10 relative, and a product within 2 * 2^-10 + 2^-20.
+constexpr bool lt_serves = FusedLinear::Impl::cublaslt_serves<ExecSpace, P::Matrix, P::Matrix, P::Matrix>();
+
 constexpr double tf32_product_rounding = 2.0 / 1024 + 1.0 / (1024.0 * 1024.0);
 
 TEST(Precision, NamesRoundTrip) {
-  for (Precision p : {Precision::Strict, Precision::TF32})
+  for (Precision p : {Precision::Strict, Precision::TF32, Precision::TF32x3})
     EXPECT_EQ(FusedLinear::precision_from_string(FusedLinear::to_string(p)), p);
   EXPECT_THROW(FusedLinear::precision_from_string("fp16"), std::invalid_argument);
 }
@@ -40,26 +47,147 @@ TEST(Precision, Tf32IsNeverSilentlyStrict) {
   Problem<double, Kokkos::LayoutRight> d(5, 6, 7, 4);
   EXPECT_THROW(FusedLinear::linear_leaky_relu(d.X, d.W, d.b, d.Y, 2.0, 0.1, Options(Algorithm::Vendor, Precision::TF32)),
                std::invalid_argument);
+  EXPECT_THROW(FusedLinear::linear_leaky_relu(d.X, d.W, d.b, d.Y, 2.0, 0.1, Options(Algorithm::Vendor, Precision::TF32x3)),
+               std::invalid_argument);
+  EXPECT_THROW(FusedLinear::linear_leaky_relu(p.X, p.W, p.b, p.Y, 2.f, 0.1f, Options(Algorithm::FusedSkinny, Precision::TF32x3)),
+               std::invalid_argument);
 #ifndef FUSED_LINEAR_TEST_CUBLAS
   // No cuBLAS in this build: every path refuses TF32.
   for (Algorithm a : all_algorithms)
     EXPECT_THROW(FusedLinear::linear_leaky_relu(p.X, p.W, p.b, p.Y, 2.f, 0.1f, Options(a, Precision::TF32)),
                  std::invalid_argument) << FusedLinear::to_string(a);
 #endif
+  if (!lt_serves) {
+    // 3xTF32 needs cuBLASLt's workspace: refused on every path without it.
+    for (Algorithm a : all_algorithms)
+      EXPECT_THROW(FusedLinear::linear_leaky_relu(p.X, p.W, p.b, p.Y, 2.f, 0.1f, Options(a, Precision::TF32x3)),
+                   std::invalid_argument) << FusedLinear::to_string(a);
+  }
+}
+
+// The 3xTF32 split, element by element on the host (the same function runs in the kernels):
+// both parts exactly representable in TF32 (low 13 mantissa bits zero), x = hi + lo within
+// 2^-22 |x|, no infinite part from a finite x, Inf/NaN whole in hi.
+TEST(Precision, Tf32SplitIsExactAndBounded) {
+  const auto low_bits = [](float v) {
+    std::uint32_t u;
+    std::memcpy(&u, &v, sizeof u);
+    return u & 0x1fffu;
+  };
+  std::mt19937 rng(7);
+  std::uniform_real_distribution<float> mantissa(1.0f, 2.0f);
+  std::vector<float> values{0.0f, -0.0f, 1.0f, 1.0f + std::ldexp(1.0f, -11) + std::ldexp(1.0f, -12),
+                            std::numeric_limits<float>::max(), -std::numeric_limits<float>::max(),
+                            std::numeric_limits<float>::min(),
+                            std::numeric_limits<float>::denorm_min()};
+  for (int i = 0; i < 100000; ++i)
+    values.push_back((i % 2 ? -1.0f : 1.0f) * std::ldexp(mantissa(rng), i % 200 - 100));
+  for (float x : values) {
+    const FusedLinear::Impl::Tf32Split s(x);
+    ASSERT_EQ(low_bits(s.hi), 0u) << x;
+    ASSERT_EQ(low_bits(s.lo), 0u) << x;
+    ASSERT_TRUE(std::isfinite(s.hi) && std::isfinite(s.lo)) << x;
+    ASSERT_LE(std::abs(double(x) - (double(s.hi) + double(s.lo))),
+              std::ldexp(std::abs(double(x)), -22) + std::numeric_limits<float>::denorm_min())
+        << x;
+  }
+  const float inf = std::numeric_limits<float>::infinity();
+  const FusedLinear::Impl::Tf32Split i(-inf), n(std::numeric_limits<float>::quiet_NaN());
+  EXPECT_EQ(i.hi, -inf);
+  EXPECT_EQ(i.lo, 0.0f);
+  EXPECT_TRUE(std::isnan(n.hi));
+  EXPECT_EQ(n.lo, 0.0f);
+}
+
+// Norm-wise relative error of Y against the float64 reference (all of Y).
+double relative_error(const P& p, const P::Matrix& Y) {
+  auto X = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), p.X);
+  auto W = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), p.W);
+  auto b = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), p.b);
+  auto y = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), Y);
+  auto ref = FusedLinear::reference_linear_leaky_relu(X, W, b, 2.0, double(0.1f));
+  double err = 0, norm = 0;
+  for (std::int64_t i = 0; i < p.M; ++i)
+    for (std::int64_t j = 0; j < p.N; ++j) {
+      err += (y(i, j) - ref(i, j)) * (y(i, j) - ref(i, j));
+      norm += ref(i, j) * ref(i, j);
+    }
+  return std::sqrt(err / norm);
+}
+
+// 3xTF32's per-element bound, derived. Each operand x = hi + lo + e with hi, lo exact in TF32 and
+// |e| <= 2^-22 |x|, |lo| <= 2^-11 |x|; dropping lo.lo and the two e terms leaves each product
+// within 3 * 2^-22 |x w| (+ 2^-44). The 3K products (lo.hi, hi.lo, hi.hi) are exact in fp32 and
+// accumulated by the tensor cores in fp32, which may truncate rather than round (unit 2^-23):
+// gamma'_{3K+3} (n * 2^-23 / (1 - n * 2^-23)) of their magnitudes, at most (1 + 2^-10) sum |x w|.
+// matches_reference adds gamma_{K+3} itself, so the extra is the rest.
+double tf32x3_product_rounding(std::int64_t K) {
+  const double u = std::ldexp(1.0, -23), n = double(3 * K + 3);
+  const double accumulation = n * u / (1 - n * u) * (1 + std::ldexp(1.0, -10));
+  return 3 * std::ldexp(1.0, -22) + std::ldexp(1.0, -44) + accumulation - gamma<float>(K + 3);
+}
+
+TEST(Precision, Tf32x3WithinItsBoundAndFarBelowTf32) {
+  if (!lt_serves) GTEST_SKIP() << "3xtf32 needs cuBLASLt (CUDA builds)";
+  for (auto shape : {std::array<std::int64_t, 3>{128, 1024, 256}, {37, 300, 130}, {1, 2048, 64},
+                     {64, 4096, 96}}) {
+    P p(shape[0], shape[1], shape[2], 21);
+    P::Matrix y_tf32("y_tf32", p.M, p.N);
+    FusedLinear::linear_leaky_relu(p.X, p.W, p.b, y_tf32, 2.f, 0.1f, Options(Algorithm::VendorLt, Precision::TF32));
+    Kokkos::fence();
+    const double tf32_error = relative_error(p, y_tf32);
+    for (Algorithm a : {Algorithm::Auto, Algorithm::VendorLt, Algorithm::Vendor, Algorithm::VendorPrefill}) {
+      p.poison();
+      const auto info = FusedLinear::linear_leaky_relu(p.X, p.W, p.b, p.Y, 2.f, 0.1f, Options(a, Precision::TF32x3));
+      Kokkos::fence();
+      EXPECT_TRUE(matches_reference(p, 2.0, double(0.1f), p.Y, tf32x3_product_rounding(p.K)))
+          << describe(a, info);
+      // A mode that quietly ran plain TF32 (operands within 2^-11, not 2^-22) would pass the
+      // loose per-element bound at small K but not this: its norm-wise error is ~2^10 times
+      // larger on random data; a factor 16 leaves ample room for accumulation effects. (Only
+      // where cuBLAS surely takes tensor cores: it may run a tiny product, M = 1 here, on an
+      // fp32 kernel, where plain TF32 loses nothing.)
+      if (p.K >= 1024 && p.M >= 64) {
+        const double error = relative_error(p, p.Y);
+        EXPECT_LT(error, tf32_error / 16) << describe(a, info) << " tf32 error " << tf32_error;
+      }
+    }
+  }
 }
 
 #ifdef FUSED_LINEAR_TEST_CUBLAS
+// Kokkos 3.4 sets a device-wide cache preference that slows cuBLAS; the vendor paths lift it for
+// their GEMM only: afterwards the application's setting is back, whatever it was.
+TEST(Precision, VendorPathsRestoreTheDeviceCachePreference) {
+  P p(64, 256, 96, 3);
+  cudaFuncCache original;
+  ASSERT_EQ(cudaDeviceGetCacheConfig(&original), cudaSuccess);
+  for (cudaFuncCache setting : {cudaFuncCachePreferShared, cudaFuncCachePreferL1, original}) {
+    ASSERT_EQ(cudaDeviceSetCacheConfig(setting), cudaSuccess);
+    for (Algorithm a : {Algorithm::Vendor, Algorithm::VendorPrefill, Algorithm::VendorLt}) {
+      p.poison();
+      FusedLinear::linear_leaky_relu(p.X, p.W, p.b, p.Y, 2.f, 0.1f, a);
+      Kokkos::fence();
+      EXPECT_TRUE(matches_reference(p, 2.0, double(0.1f), p.Y)) << FusedLinear::to_string(a);
+      cudaFuncCache after;
+      ASSERT_EQ(cudaDeviceGetCacheConfig(&after), cudaSuccess);
+      EXPECT_EQ(after, setting) << FusedLinear::to_string(a);
+    }
+  }
+}
+
 TEST(Precision, Tf32WithinItsBoundAndHandleRestored) {
   cublasHandle_t handle = KokkosBlas::Impl::CudaBlasSingleton::singleton().handle;
   cublasMath_t before;
   ASSERT_EQ(cublasGetMathMode(handle, &before), CUBLAS_STATUS_SUCCESS);
   for (auto shape : {std::array<std::int64_t, 3>{128, 1024, 256}, {37, 300, 130}, {1, 2048, 64}}) {
     P p(shape[0], shape[1], shape[2], 8);
-    for (Algorithm a : {Algorithm::Auto, Algorithm::Vendor, Algorithm::VendorPrefill}) {
+    for (Algorithm a : {Algorithm::Auto, Algorithm::Vendor, Algorithm::VendorPrefill, Algorithm::VendorLt}) {
       p.poison();
       const auto info = FusedLinear::linear_leaky_relu(p.X, p.W, p.b, p.Y, 2.f, 0.1f, Options(a, Precision::TF32));
       Kokkos::fence();
-      EXPECT_EQ(info.gemm, "cuBLAS");
+      const bool lt = lt_serves && (a == Algorithm::Auto || a == Algorithm::VendorLt);
+      EXPECT_EQ(info.gemm, lt ? "cuBLASLt" : "cuBLAS");
       EXPECT_TRUE(matches_reference(p, 2.0, double(0.1f), p.Y, tf32_product_rounding)) << describe(a, info);
       cublasMath_t after;
       ASSERT_EQ(cublasGetMathMode(handle, &after), CUBLAS_STATUS_SUCCESS);

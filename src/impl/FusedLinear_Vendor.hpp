@@ -14,7 +14,9 @@
 
 #include "FusedLinear_Epilogue.hpp"
 #include "FusedLinear_Types.hpp"
+#include "impl/FusedLinear_CublasLt.hpp"
 #include "impl/FusedLinear_FusedKernel.hpp"
+#include "impl/FusedLinear_SplitTf32.hpp"
 
 // Kokkos Kernels 4 takes the execution space instance in gemm; 3.4 always calls cuBLAS through a
 // process-wide handle on the handle's own stream, so there we point that handle at the caller's
@@ -35,21 +37,25 @@ namespace Impl {
 /// three Views of one layout (LayoutLeft or LayoutRight) in one memory space that the enabled
 /// TPL serves. Anything else makes Kokkos Kernels run its own native gemm kernel.
 template <class XView, class WView, class YView>
-const char* vendor_blas_name() {
+constexpr bool blas_eligible() {
   using Scalar = typename YView::non_const_value_type;
   using Layout = typename YView::array_layout;
   using Memory = typename YView::memory_space;
-  constexpr bool eligible =
-      (std::is_same<Scalar, float>::value || std::is_same<Scalar, double>::value) &&
-      std::is_same<typename XView::non_const_value_type, Scalar>::value &&
-      std::is_same<typename WView::non_const_value_type, Scalar>::value &&
-      (std::is_same<Layout, Kokkos::LayoutLeft>::value ||
-       std::is_same<Layout, Kokkos::LayoutRight>::value) &&
-      std::is_same<typename XView::array_layout, Layout>::value &&
-      std::is_same<typename WView::array_layout, Layout>::value &&
-      std::is_same<typename XView::memory_space, Memory>::value &&
-      std::is_same<typename WView::memory_space, Memory>::value;
-  if (!eligible) return nullptr;
+  return (std::is_same<Scalar, float>::value || std::is_same<Scalar, double>::value) &&
+         std::is_same<typename XView::non_const_value_type, Scalar>::value &&
+         std::is_same<typename WView::non_const_value_type, Scalar>::value &&
+         (std::is_same<Layout, Kokkos::LayoutLeft>::value ||
+          std::is_same<Layout, Kokkos::LayoutRight>::value) &&
+         std::is_same<typename XView::array_layout, Layout>::value &&
+         std::is_same<typename WView::array_layout, Layout>::value &&
+         std::is_same<typename XView::memory_space, Memory>::value &&
+         std::is_same<typename WView::memory_space, Memory>::value;
+}
+
+template <class XView, class WView, class YView>
+const char* vendor_blas_name() {
+  using Memory = typename YView::memory_space;
+  if (!blas_eligible<XView, WView, YView>()) return nullptr;
 #if defined(KOKKOSKERNELS_ENABLE_TPL_CUBLAS) && defined(KOKKOS_ENABLE_CUDA)
   if (std::is_same<Memory, Kokkos::CudaSpace>::value ||
       std::is_same<Memory, Kokkos::CudaUVMSpace>::value)
@@ -60,6 +66,60 @@ const char* vendor_blas_name() {
 #endif
   return nullptr;
 }
+
+/// Whether the vendor_lt path can run these Views on ExecSpace: a CUDA build with cuBLASLt,
+/// Views as a vendor BLAS takes them, in CUDA memory.
+template <class ExecSpace, class XView, class WView, class YView>
+constexpr bool cublaslt_serves() {
+#if defined(FUSED_LINEAR_CUBLASLT)
+  using Memory = typename YView::memory_space;
+  return std::is_same<ExecSpace, Kokkos::Cuda>::value && blas_eligible<XView, WView, YView>() &&
+         (std::is_same<Memory, Kokkos::CudaSpace>::value ||
+          std::is_same<Memory, Kokkos::CudaUVMSpace>::value);
+#else
+  return false;
+#endif
+}
+
+/// Whether vendor_lt adds the bias inside cuBLASLt's product (its BIAS epilogue, as PyTorch's
+/// Linear does), leaving scale and LeakyReLU to the pass: float, LayoutRight (the epilogue adds
+/// a vector along the rows of cuBLASLt's column-major C, which are Y's columns only then), and
+/// a contiguous b beside Y.
+template <class ExecSpace, class XView, class WView, class BView, class YView>
+bool cublaslt_adds_bias(const BView& b) {
+  return cublaslt_serves<ExecSpace, XView, WView, YView>() &&
+         std::is_same<typename YView::non_const_value_type, float>::value &&
+         std::is_same<typename BView::non_const_value_type, float>::value &&
+         std::is_same<typename YView::array_layout, Kokkos::LayoutRight>::value &&
+         std::is_same<typename BView::memory_space, typename YView::memory_space>::value &&
+         b.span_is_contiguous() && b.span() == b.extent(0);
+}
+
+#if defined(KOKKOS_ENABLE_CUDA)
+/// Kokkos 3.4 sets cudaFuncCachePreferShared device-wide when it initialises (its own kernels
+/// carry per-kernel settings). cuBLAS's kernels follow the device-wide setting, and with it
+/// cuBLAS's fp32 SIMT GEMM runs 10% slower on an H200 (PyTorch's own 1024x8192x8192 product:
+/// 2.72 ms with the default preference, 3.00 ms with Kokkos'; perf/RESULTS.md). So around a
+/// vendor GEMM the default preference is put back, and Kokkos' restored after (a launch-time
+/// preference: no effect on results).
+class DeviceCacheConfigGuard {
+ public:
+  DeviceCacheConfigGuard() {
+    if (cudaDeviceGetCacheConfig(&m_previous) == cudaSuccess &&
+        m_previous != cudaFuncCachePreferNone)
+      m_changed = cudaDeviceSetCacheConfig(cudaFuncCachePreferNone) == cudaSuccess;
+  }
+  ~DeviceCacheConfigGuard() {
+    if (m_changed) cudaDeviceSetCacheConfig(m_previous);
+  }
+  DeviceCacheConfigGuard(const DeviceCacheConfigGuard&) = delete;
+  DeviceCacheConfigGuard& operator=(const DeviceCacheConfigGuard&) = delete;
+
+ private:
+  cudaFuncCache m_previous = cudaFuncCachePreferNone;
+  bool m_changed = false;
+};
+#endif
 
 #ifdef FUSED_LINEAR_CUBLAS
 /// Sets up Kokkos Kernels' shared cuBLAS handle for one GEMM and restores what it changed: the
@@ -109,14 +169,28 @@ inline std::mutex& vendor_enqueue_mutex() {
   return mutex;
 }
 
-/// C = alpha * X . W^T + beta * C on the caller's execution space instance; with `tf32` (only
-/// where cuBLAS serves the Views, checked by the caller) on TF32 tensor cores.
+/// C = alpha * X . W^T + beta * C on the caller's execution space instance, through cuBLASLt
+/// when `lt` (the caller checked cublaslt_serves) and KokkosBlas::gemm otherwise; with `tf32`
+/// (only where cuBLAS serves the Views, checked by the caller) on TF32 tensor cores.
+/// `bias` (cuBLASLt only, where cublaslt_adds_bias): also add b, given as b.data(), to every row.
 template <class ExecSpace, class XView, class WView, class YView, class Scalar>
 void gemm_nt(const ExecSpace& exec, Scalar alpha, const XView& X, const WView& W, Scalar beta,
-             const YView& Y, bool tf32 = false) {
+             const YView& Y, bool tf32, bool lt, const Scalar* bias = nullptr) {
+#if defined(FUSED_LINEAR_CUBLASLT)
+  if constexpr (cublaslt_serves<ExecSpace, XView, WView, YView>()) {
+    if (lt) {
+      DeviceCacheConfigGuard cache_config;
+      cublaslt_gemm_nt(exec, alpha, X, W, beta, Y, tf32, bias);
+      return;
+    }
+  }
+#endif
+  if (bias != nullptr) throw std::logic_error("FusedLinear: a bias epilogue needs cuBLASLt");
+  if (lt) throw std::logic_error("FusedLinear: cuBLASLt requested where it cannot run");
 #if defined(FUSED_LINEAR_CUBLAS)
   if constexpr (std::is_same<ExecSpace, Kokkos::Cuda>::value) {
     std::lock_guard<std::mutex> lock(vendor_enqueue_mutex());
+    DeviceCacheConfigGuard cache_config;
 #if defined(FUSED_LINEAR_GEMM_TAKES_SPACE)
     CublasHandleGuard guard(exec.cuda_stream(), false, tf32);
     KokkosBlas::gemm(exec, "N", "T", alpha, X, W, beta, Y);
@@ -139,8 +213,42 @@ void gemm_nt(const ExecSpace& exec, Scalar alpha, const XView& X, const WView& W
 #endif
 }
 
+/// C = alpha * X . W^T + beta * C in the requested precision. TF32x3 (only where cuBLASLt
+/// serves the Views, checked by the caller) splits X and W into TF32 parts in workspace from
+/// CublasLt's stream-ordered pool and runs one TF32 product over 3K (see SplitTf32Operand).
+template <class ExecSpace, class XView, class WView, class YView, class Scalar>
+void vendor_product(const ExecSpace& exec, Scalar alpha, const XView& X, const WView& W,
+                    Scalar beta, const YView& Y, Precision precision, bool lt,
+                    const Scalar* bias = nullptr) {
+  if (precision != Precision::TF32x3) {
+    gemm_nt(exec, alpha, X, W, beta, Y, precision == Precision::TF32, lt, bias);
+    return;
+  }
+#if defined(FUSED_LINEAR_CUBLASLT)
+  if constexpr (cublaslt_serves<ExecSpace, XView, WView, YView>() &&
+                std::is_same<Scalar, float>::value) {
+    using Layout = typename YView::array_layout;
+    using Split = Kokkos::View<float**, Layout, Kokkos::CudaSpace, Kokkos::MemoryUnmanaged>;
+    const std::int64_t M = X.extent(0), N = W.extent(0), K = X.extent(1);
+    const std::size_t x_bytes = std::size_t(M) * 3 * K * sizeof(float);
+    const std::size_t w_bytes = std::size_t(N) * 3 * K * sizeof(float);
+    // One allocation: X's parts, then W's at a 256-byte boundary (cuBLASLt's preferred alignment).
+    const std::size_t w_offset = (x_bytes + 255) / 256 * 256;
+    LtWorkspace workspace(w_offset + w_bytes, exec.cuda_stream());
+    char* base = static_cast<char*>(workspace.data());
+    const Split Xs(reinterpret_cast<float*>(base), M, 3 * K);
+    const Split Ws(reinterpret_cast<float*>(base + w_offset), N, 3 * K);
+    split_tf32_operand(exec, X, Xs, /*lo_first=*/true);
+    split_tf32_operand(exec, W, Ws, /*lo_first=*/false);
+    gemm_nt(exec, alpha, Xs, Ws, beta, Y, /*tf32=*/true, lt, bias);
+    return;
+  }
+#endif
+  throw std::logic_error("FusedLinear: 3xTF32 requested where cuBLASLt cannot run");
+}
+
 /// The element-wise passes of the vendor paths, each a use of the shared epilogue functor.
-enum class Pass { BiasScaleActivation, PrefillScaledBias, Activation, BiasOnly };
+enum class Pass { BiasScaleActivation, ScaleActivation, PrefillScaledBias, Activation, BiasOnly };
 
 template <class BView, class YView, Pass P>
 struct EpiloguePass {
@@ -151,10 +259,21 @@ struct EpiloguePass {
 
   KOKKOS_INLINE_FUNCTION void operator()(std::int64_t i, std::int64_t j) const {
     switch (P) {
-      case Pass::BiasScaleActivation: Y(i, j) = ep(Y(i, j), b(j)); break;
-      case Pass::PrefillScaledBias: Y(i, j) = ep.scaled_bias(b(j)); break;
-      case Pass::Activation: Y(i, j) = ep.activation(Y(i, j)); break;
-      case Pass::BiasOnly: Y(i, j) = ep(Scalar(0), b(j)); break;  // K = 0: the product is 0
+      case Pass::BiasScaleActivation:
+        Y(i, j) = ep(Y(i, j), b(j));
+        break;
+      case Pass::ScaleActivation:
+        Y(i, j) = ep.scaled_activation(Y(i, j));
+        break;
+      case Pass::PrefillScaledBias:
+        Y(i, j) = ep.scaled_bias(b(j));
+        break;
+      case Pass::Activation:
+        Y(i, j) = ep.activation(Y(i, j));
+        break;
+      case Pass::BiasOnly:
+        Y(i, j) = ep(Scalar(0), b(j));
+        break;  // K = 0: the product is 0
     }
   }
 };
