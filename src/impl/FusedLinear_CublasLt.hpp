@@ -47,10 +47,10 @@ struct LtProblem {
   std::int64_t m, n, k, lda, ldb, ldc;
   bool trans_a, trans_b, is_double, tf32;
   bool bias;  // CUBLASLT_EPILOGUE_BIAS: C += bias broadcast along C's columns (length m)
-  int align_a, align_b, align_c, align_bias;
+  int align_a, align_b, align_c;
   auto tie() const {
     return std::tie(m, n, k, lda, ldb, ldc, trans_a, trans_b, is_double, tf32, bias, align_a,
-                    align_b, align_c, align_bias);
+                    align_b, align_c);
   }
   bool operator<(const LtProblem& o) const { return tie() < o.tie(); }
 };
@@ -235,8 +235,6 @@ class CublasLt {
   std::map<LtProblem, std::unique_ptr<LtPlan>> m_plans;
 };
 
-/// Largest power of two (up to 256) dividing the address: cuBLASLt must not pick a kernel
-/// that assumes more alignment than a subview's pointer has.
 /// Scratch memory for one call, from CublasLt's pool, released in stream order at scope exit.
 class LtWorkspace {
  public:
@@ -252,6 +250,8 @@ class LtWorkspace {
   void* m_data;
 };
 
+/// Largest power of two (up to 256) dividing the address: cuBLASLt must not pick a kernel
+/// that assumes more alignment than a subview's pointer has.
 inline int pointer_alignment(const void* p) {
   const auto a = reinterpret_cast<std::uintptr_t>(p);
   int align = 256;
@@ -293,7 +293,6 @@ void cublaslt_gemm_nt(const Kokkos::Cuda& exec, Scalar alpha, const XView& X, co
   p.align_a = pointer_alignment(A), p.align_b = pointer_alignment(B);
   p.align_c = pointer_alignment(Y.data());
   p.bias = bias != nullptr;
-  p.align_bias = bias != nullptr ? pointer_alignment(bias) : 0;
   CublasLt::instance().matmul(exec.cuda_stream(), p, alpha, A, B, beta, Y.data(), bias);
 }
 
