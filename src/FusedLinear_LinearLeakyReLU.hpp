@@ -247,7 +247,10 @@ RunInfo linear_leaky_relu(const ExecSpace& exec, const XView& X, const WView& W,
     case Algorithm::Vendor:
     case Algorithm::VendorPrefill: {
       info.vendor_blas = vendor_blas != nullptr;
-      info.gemm = vendor_blas != nullptr ? vendor_blas : "Kokkos Kernels native gemm";
+      // 3xTF32's products are cuBLASLt's on every vendor path (see vendor_product).
+      info.gemm = precision == Precision::TF32x3 ? "cuBLASLt"
+                  : vendor_blas != nullptr      ? vendor_blas
+                                                : "Kokkos Kernels native gemm";
       if (vendor_blas == nullptr) {
         if (!info.note.empty()) info.note += "; ";
         info.note +=

@@ -5,6 +5,8 @@
 // everywhere else they are refused with a clear error rather than silently computed otherwise.
 #include "TestHelpers.hpp"
 
+#include <algorithm>
+#include <cstdio>
 #include <cstring>
 #include <random>
 #include <vector>
@@ -117,14 +119,20 @@ double relative_error(const P& p, const P::Matrix& Y) {
 
 // 3xTF32's per-element bound, derived. Each operand x = hi + lo + e with hi, lo exact in TF32 and
 // |e| <= 2^-22 |x|, |lo| <= 2^-11 |x|; dropping lo.lo and the two e terms leaves each product
-// within 3 * 2^-22 |x w| (+ 2^-44). The 3K products (lo.hi, hi.lo, hi.hi) are exact in fp32 and
-// accumulated by the tensor cores in fp32, which may truncate rather than round (unit 2^-23):
-// gamma'_{3K+3} (n * 2^-23 / (1 - n * 2^-23)) of their magnitudes, at most (1 + 2^-10) sum |x w|.
-// matches_reference adds gamma_{K+3} itself, so the extra is the rest.
+// within 3 * 2^-22 |x w| (+ 2^-44). The products are exact in fp32 and accumulated by the tensor
+// cores, which may truncate rather than round (unit 2^-23): lo.hi + hi.lo (at most 2^-10 (1 +
+// 2^-11) sum |x w|) over 2K terms, hi.hi (at most (1 + 2^-10) sum |x w|) over ranges of
+// tf32x3_chunk terms; then the ceil(K / chunk) + 1 partial sums are added in fp32 with rounding
+// (gamma_n, unit 2^-24). matches_reference adds gamma_{K+3} itself, so the extra is the rest.
 double tf32x3_product_rounding(std::int64_t K) {
-  const double u = std::ldexp(1.0, -23), n = double(3 * K + 3);
-  const double accumulation = n * u / (1 - n * u) * (1 + std::ldexp(1.0, -10));
-  return 3 * std::ldexp(1.0, -22) + std::ldexp(1.0, -44) + accumulation - gamma<float>(K + 3);
+  const double u = std::ldexp(1.0, -23);
+  const auto truncating = [u](double n) { return n * u / (1 - n * u); };
+  const std::int64_t chunk = std::min<std::int64_t>(FusedLinear::Impl::tf32x3_chunk, K);
+  const double small_terms = truncating(2.0 * K) * std::ldexp(1.0, -10) * (1 + std::ldexp(1.0, -11));
+  const double big_terms = truncating(double(chunk)) * (1 + std::ldexp(1.0, -10));
+  const double sums = gamma<float>((K + chunk - 1) / chunk + 1) * (1 + std::ldexp(1.0, -9));
+  const double total = 3 * std::ldexp(1.0, -22) + std::ldexp(1.0, -44) + small_terms + big_terms + sums;
+  return std::max(0.0, total - gamma<float>(K + 3));
 }
 
 TEST(Precision, Tf32x3WithinItsBoundAndFarBelowTf32) {
@@ -153,6 +161,60 @@ TEST(Precision, Tf32x3WithinItsBoundAndFarBelowTf32) {
       }
     }
   }
+}
+
+// The point of 3xTF32 is fp32 accuracy at tensor-core speed: #4's target is a norm-wise error no
+// worse than strict fp32's on the reference model (1.5e-6 at 1024x8192x8192: x = torch.rand,
+// W as nn.Linear initialises it, K = 8192), asserted here on those inputs at the same K.
+// 3xTF32's dominant error is the tensor cores' truncating accumulation of hi.hi, which grows with
+// the accumulated length, not with K or the shape: accumulating tf32x3_chunk = 256 terms at a time
+// measured 6.2e-7 to 7.0e-7 at every shape of the H200 sweep (perf/RESULTS.md), so 1.5e-6 leaves
+// a factor 2. Accumulating all of K at once, as a 3xTF32 on cuBLAS does unless K is split,
+// measured 1.9e-5 at K = 8192: this test catches it. (Strict fp32's own error is printed, not
+// compared: cuBLAS splits K at some shapes, this one included, which makes it far more accurate
+// there than at the reference shape.)
+TEST(Precision, Tf32x3MeetsTheStrictFp32AccuracyTarget) {
+  if (!lt_serves) GTEST_SKIP() << "3xtf32 needs cuBLASLt (CUDA builds)";
+  constexpr double target = 1.5e-6;
+  P p(128, 8192, 256, 29);
+  Kokkos::Random_XorShift64_Pool<ExecSpace> pool(30);
+  Kokkos::fill_random(p.X, pool, 0.0f, 1.0f);
+  FusedLinear::linear_leaky_relu(p.X, p.W, p.b, p.Y, 2.f, 0.1f, Options(Algorithm::VendorLt));
+  Kokkos::fence();
+  const double strict_error = relative_error(p, p.Y);
+  for (Algorithm a : {Algorithm::VendorLt, Algorithm::Vendor, Algorithm::VendorPrefill}) {
+    p.poison();
+    const auto info = FusedLinear::linear_leaky_relu(p.X, p.W, p.b, p.Y, 2.f, 0.1f, Options(a, Precision::TF32x3));
+    Kokkos::fence();
+    const double error = relative_error(p, p.Y);
+    EXPECT_LE(error, target) << describe(a, info);
+    std::printf("[ info     ] %s 3xtf32 error %.3g (strict fp32 here %.3g)\n", FusedLinear::to_string(a), error, strict_error);
+  }
+}
+
+// 3xTF32 adds its ranges' sums to Y one of two ways (a batched product plus one pass, or range by
+// range): both, on both layouts, with K not a whole number of ranges.
+TEST(Precision, Tf32x3BothWaysOfAddingRanges) {
+  if (!lt_serves) GTEST_SKIP() << "3xtf32 needs cuBLASLt (CUDA builds)";
+  std::size_t& limit = FusedLinear::Impl::tf32x3_partials_limit();
+  const std::size_t saved = limit;
+  for (bool batched : {true, false}) {
+    limit = batched ? saved : 0;
+    Problem<float, Kokkos::LayoutRight> right(70, 700, 250, 41);
+    Problem<float, Kokkos::LayoutLeft> left(70, 700, 250, 41);
+    for (Algorithm a : {Algorithm::VendorLt, Algorithm::VendorPrefill}) {
+      right.poison();
+      left.poison();
+      FusedLinear::linear_leaky_relu(right.X, right.W, right.b, right.Y, 2.f, 0.1f, Options(a, Precision::TF32x3));
+      const auto info = FusedLinear::linear_leaky_relu(left.X, left.W, left.b, left.Y, 2.f, 0.1f, Options(a, Precision::TF32x3));
+      Kokkos::fence();
+      EXPECT_TRUE(matches_reference(right, 2.0, double(0.1f), right.Y, tf32x3_product_rounding(right.K)))
+          << describe(a, info) << (batched ? " batched" : " range by range");
+      EXPECT_TRUE(matches_reference(left, 2.0, double(0.1f), left.Y, tf32x3_product_rounding(left.K)))
+          << describe(a, info) << (batched ? " batched" : " range by range") << ", LayoutLeft";
+    }
+  }
+  limit = saved;
 }
 
 #ifdef FUSED_LINEAR_TEST_CUBLAS

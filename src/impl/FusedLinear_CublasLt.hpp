@@ -13,6 +13,7 @@
 #if defined(FUSED_LINEAR_ENABLE_CUBLASLT) && defined(KOKKOS_ENABLE_CUDA)
 #define FUSED_LINEAR_CUBLASLT 1
 
+#include <algorithm>
 #include <cstdint>
 #include <map>
 #include <memory>
@@ -21,6 +22,7 @@
 #include <string>
 #include <tuple>
 #include <type_traits>
+#include <utility>
 
 #include <cublasLt.h>
 #include <cuda_runtime.h>
@@ -48,9 +50,11 @@ struct LtProblem {
   bool trans_a, trans_b, is_double, tf32;
   bool bias;  // CUBLASLT_EPILOGUE_BIAS: C += bias broadcast along C's columns (length m)
   int align_a, align_b, align_c;
+  // Strided batch: `batch` products, operand i at A + i * stride_a etc. (1: a single product).
+  std::int64_t batch, stride_a, stride_b, stride_c;
   auto tie() const {
     return std::tie(m, n, k, lda, ldb, ldc, trans_a, trans_b, is_double, tf32, bias, align_a,
-                    align_b, align_c);
+                    align_b, align_c, batch, stride_a, stride_b, stride_c);
   }
   bool operator<(const LtProblem& o) const { return tie() < o.tie(); }
 };
@@ -84,6 +88,20 @@ class LtPlan {
         cublasLtMatrixLayoutCreate(&m_b, type, p.trans_b ? p.n : p.k, p.trans_b ? p.k : p.n, p.ldb),
         "create the layout of B");
     lt_check(cublasLtMatrixLayoutCreate(&m_c, type, p.m, p.n, p.ldc), "create the layout of C");
+    if (p.batch > 1) {
+      const std::int32_t count = static_cast<std::int32_t>(p.batch);
+      const std::pair<cublasLtMatrixLayout_t, std::int64_t> layouts[] = {
+          {m_a, p.stride_a}, {m_b, p.stride_b}, {m_c, p.stride_c}};
+      for (const auto& l : layouts) {
+        lt_check(cublasLtMatrixLayoutSetAttribute(l.first, CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT,
+                                                  &count, sizeof(count)),
+                 "set the batch count");
+        lt_check(cublasLtMatrixLayoutSetAttribute(l.first,
+                                                  CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET,
+                                                  &l.second, sizeof(l.second)),
+                 "set the batch stride");
+      }
+    }
 
     cublasLtMatmulPreference_t pref;
     lt_check(cublasLtMatmulPreferenceCreate(&pref), "create a preference");
@@ -187,26 +205,7 @@ class CublasLt {
   /// C = alpha * op(A) * op(B) + beta * C (column-major), on `stream`.
   template <class Scalar>
   void matmul(cudaStream_t stream, const LtProblem& p, Scalar alpha, const Scalar* A,
-              const Scalar* B, Scalar beta, Scalar* C, const Scalar* bias = nullptr) {
-    {
-      std::lock_guard<std::mutex> lock(mutex());
-      auto it = m_plans.find(p);
-      if (it == m_plans.end()) {
-        if (m_plans.size() >= max_plans) m_plans.clear();  // bound the cache; plans are cheap
-        it = m_plans.emplace(p, std::make_unique<LtPlan>(m_handle, p)).first;
-      }
-      const LtPlan* plan = it->second.get();
-      // Enqueue under the lock too: the cache may drop plans when full.
-      void* workspace = allocate(plan->workspace_bytes(), stream);
-      try {
-        plan->run(m_handle, stream, &alpha, A, B, &beta, C, workspace, bias);
-      } catch (...) {
-        release(workspace, stream);
-        throw;
-      }
-      release(workspace, stream);
-    }
-  }
+              const Scalar* B, Scalar beta, Scalar* C, const Scalar* bias = nullptr);
 
  private:
   CublasLt() {
@@ -239,7 +238,9 @@ class CublasLt {
 class LtWorkspace {
  public:
   LtWorkspace(std::size_t bytes, cudaStream_t stream)
-      : m_stream(stream), m_data(CublasLt::instance().allocate(bytes, stream)) {}
+      : LtWorkspace(CublasLt::instance(), bytes, stream) {}
+  LtWorkspace(CublasLt& lt, std::size_t bytes, cudaStream_t stream)
+      : m_stream(stream), m_data(lt.allocate(bytes, stream)) {}
   ~LtWorkspace() { CublasLt::release(m_data, m_stream); }
   LtWorkspace(const LtWorkspace&) = delete;
   LtWorkspace& operator=(const LtWorkspace&) = delete;
@@ -250,6 +251,21 @@ class LtWorkspace {
   void* m_data;
 };
 
+template <class Scalar>
+void CublasLt::matmul(cudaStream_t stream, const LtProblem& p, Scalar alpha, const Scalar* A,
+                      const Scalar* B, Scalar beta, Scalar* C, const Scalar* bias) {
+  // The plan is looked up and enqueued under the lock: the cache may drop plans when full.
+  std::lock_guard<std::mutex> lock(mutex());
+  auto it = m_plans.find(p);
+  if (it == m_plans.end()) {
+    if (m_plans.size() >= max_plans) m_plans.clear();  // bound the cache; plans are cheap
+    it = m_plans.emplace(p, std::make_unique<LtPlan>(m_handle, p)).first;
+  }
+  const LtPlan& plan = *it->second;
+  LtWorkspace workspace(*this, plan.workspace_bytes(), stream);
+  plan.run(m_handle, stream, &alpha, A, B, &beta, C, workspace.data(), bias);
+}
+
 /// Largest power of two (up to 256) dividing the address: cuBLASLt must not pick a kernel
 /// that assumes more alignment than a subview's pointer has.
 inline int pointer_alignment(const void* p) {
@@ -259,41 +275,59 @@ inline int pointer_alignment(const void* p) {
   return align;
 }
 
-/// Y = alpha * X . W^T + beta * Y through cuBLASLt on `exec`'s stream, plus b on every row of
-/// Y when `bias` (b.data(): N contiguous values; LayoutRight only, see cublaslt_adds_bias).
-/// X, W and Y share one layout, LayoutRight or LayoutLeft, with unit stride along their rows or
-/// columns respectively (the caller checks it: cublaslt_serves()).
-template <class XView, class WView, class YView, class Scalar>
-void cublaslt_gemm_nt(const Kokkos::Cuda& exec, Scalar alpha, const XView& X, const WView& W,
-                      Scalar beta, const YView& Y, bool tf32, const Scalar* bias = nullptr) {
-  const std::int64_t M = Y.extent(0), N = Y.extent(1), K = X.extent(1);
-  constexpr bool right = std::is_same<typename YView::array_layout, Kokkos::LayoutRight>::value;
+/// A strided batch of products: `count` of them, the i-th on X + i * x_stride, W + i * w_stride
+/// and Y + i * y_stride.
+struct LtBatch {
+  std::int64_t count = 1, x_stride = 0, w_stride = 0, y_stride = 0;
+};
+
+/// Y = alpha * X . W^T + beta * Y through cuBLASLt on `exec`'s stream, plus `bias` (N
+/// contiguous values; row-major Y only, see cublaslt_adds_bias) on every row of Y when given.
+/// X [M,K], W [N,K] and Y [M,N] are row-major (`right`) or column-major, given by their first
+/// element and leading dimension (elements between rows, respectively columns).
+template <class Scalar>
+void cublaslt_gemm_nt(const Kokkos::Cuda& exec, bool right, std::int64_t M, std::int64_t N,
+                      std::int64_t K, Scalar alpha, const Scalar* X, std::int64_t ldx,
+                      const Scalar* W, std::int64_t ldw, Scalar beta, Scalar* Y, std::int64_t ldy,
+                      bool tf32, const Scalar* bias = nullptr, const LtBatch& batch = {}) {
   LtProblem p{};
   p.k = K;
+  p.batch = batch.count;
+  p.stride_c = batch.y_stride;
   p.is_double = std::is_same<Scalar, double>::value;
   p.tf32 = tf32;
+  p.bias = bias != nullptr;
   const Scalar *A, *B;
+  // A leading dimension must cover its row or column even where a stride is meaningless (an
+  // extent of 1).
   if (right) {
     // Row-major Y = X . W^T is column-major Y^T[N,M] = W[N,K] . X^T[K,M]: A = W read
     // transposed (its rows are K long), B = X as stored.
     p.m = N, p.n = M, p.trans_a = true, p.trans_b = false;
-    A = W.data(), B = X.data();
-    p.lda = std::max<std::int64_t>(W.stride(0), 1), p.ldb = std::max<std::int64_t>(X.stride(0), 1);
-    p.ldc = std::max<std::int64_t>(Y.stride(0), 1);
+    A = W, B = X;
+    p.lda = std::max(ldw, K), p.ldb = std::max(ldx, K), p.ldc = std::max(ldy, N);
+    p.stride_a = batch.w_stride, p.stride_b = batch.x_stride;
   } else {
     p.m = M, p.n = N, p.trans_a = false, p.trans_b = true;
-    A = X.data(), B = W.data();
-    p.lda = std::max<std::int64_t>(X.stride(1), 1), p.ldb = std::max<std::int64_t>(W.stride(1), 1);
-    p.ldc = std::max<std::int64_t>(Y.stride(1), 1);
+    A = X, B = W;
+    p.lda = std::max(ldx, M), p.ldb = std::max(ldw, N), p.ldc = std::max(ldy, M);
+    p.stride_a = batch.x_stride, p.stride_b = batch.w_stride;
   }
-  // A leading dimension must cover the rows even when an extent is 1.
-  p.lda = std::max(p.lda, p.trans_a ? p.k : p.m);
-  p.ldb = std::max(p.ldb, p.trans_b ? p.n : p.k);
-  p.ldc = std::max(p.ldc, p.m);
   p.align_a = pointer_alignment(A), p.align_b = pointer_alignment(B);
-  p.align_c = pointer_alignment(Y.data());
-  p.bias = bias != nullptr;
-  CublasLt::instance().matmul(exec.cuda_stream(), p, alpha, A, B, beta, Y.data(), bias);
+  p.align_c = pointer_alignment(Y);
+  CublasLt::instance().matmul(exec.cuda_stream(), p, alpha, A, B, beta, Y, bias);
+}
+
+/// The same on Views: X, W and Y share one layout, LayoutRight or LayoutLeft, with unit stride
+/// along their rows or columns respectively (the caller checks it: cublaslt_serves()).
+template <class XView, class WView, class YView, class Scalar>
+void cublaslt_gemm_nt(const Kokkos::Cuda& exec, Scalar alpha, const XView& X, const WView& W,
+                      Scalar beta, const YView& Y, bool tf32, const Scalar* bias = nullptr) {
+  constexpr bool right = std::is_same<typename YView::array_layout, Kokkos::LayoutRight>::value;
+  const int d = right ? 0 : 1;  // the dimension whose stride is the leading dimension
+  cublaslt_gemm_nt(exec, right, std::int64_t(Y.extent(0)), std::int64_t(Y.extent(1)),
+                   std::int64_t(X.extent(1)), alpha, X.data(), std::int64_t(X.stride(d)), W.data(),
+                   std::int64_t(W.stride(d)), beta, Y.data(), std::int64_t(Y.stride(d)), tf32, bias);
 }
 
 }  // namespace Impl

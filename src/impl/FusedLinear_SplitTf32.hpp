@@ -37,38 +37,29 @@ struct Tf32Split {
   }
 };
 
-/// The operands of 3xTF32 as one TF32 product over 3K:
-///   Xs = [X_lo | X_hi | X_hi]   (M x 3K)
-///   Ws = [W_hi | W_lo | W_hi]   (N x 3K)
-/// so Xs . Ws^T = lo.hi + hi.lo + hi.hi with the small terms accumulated first.
-/// `first` selects which part goes in the first K block (lo for X, hi for W).
+/// An operand of 3xTF32 split into its two parts side by side, S = [first | second] (rows x
+/// 2 Kp, Kp >= K; columns K to Kp of each part are zero): X as [X_lo | X_hi], W as
+/// [W_hi | W_lo], so that one TF32 product over 2 Kp gives the small terms lo.hi + hi.lo, and
+/// the hi parts give hi.hi in ranges of equal length (see vendor_product).
 template <class Source, class Split>
 struct SplitTf32Operand {
   Source A;
   Split S;
-  std::int64_t K;
+  std::int64_t K, Kp;
   bool lo_first;
   KOKKOS_INLINE_FUNCTION void operator()(std::int64_t i, std::int64_t k) const {
-    const Tf32Split s(A(i, k));
+    const Tf32Split s(k < K ? float(A(i, k)) : 0.0f);
     S(i, k) = lo_first ? s.lo : s.hi;
-    S(i, K + k) = lo_first ? s.hi : s.lo;
-    S(i, 2 * K + k) = s.hi;
+    S(i, Kp + k) = lo_first ? s.hi : s.lo;
   }
 };
 
 template <class ExecSpace, class Source, class Split>
 void split_tf32_operand(const ExecSpace& exec, const Source& A, const Split& S, bool lo_first) {
-  using Policy = Kokkos::MDRangePolicy<ExecSpace, Kokkos::Rank<2>, Kokkos::IndexType<std::int64_t>>;
-  const std::int64_t rows = A.extent(0), K = A.extent(1);
-  const SplitTf32Operand<Source, Split> f{A, S, K, lo_first};
-  // Contiguous index on the fast thread index (see epilogue_pass).
-  const bool right = std::is_same<typename Source::array_layout, Kokkos::LayoutRight>::value;
-  if (is_host_space<ExecSpace>())
-    Kokkos::parallel_for("FusedLinear::split_tf32", Policy(exec, {0, 0}, {rows, K}), f);
-  else if (right)
-    Kokkos::parallel_for("FusedLinear::split_tf32", Policy(exec, {0, 0}, {rows, K}, {1, 256}), f);
-  else
-    Kokkos::parallel_for("FusedLinear::split_tf32", Policy(exec, {0, 0}, {rows, K}, {256, 1}), f);
+  const std::int64_t rows = A.extent(0), K = A.extent(1), Kp = S.extent(1) / 2;
+  Kokkos::parallel_for("FusedLinear::split_tf32",
+                       elementwise_policy<ExecSpace, typename Source::array_layout>(exec, rows, Kp),
+                       SplitTf32Operand<Source, Split>{A, S, K, Kp, lo_first});
 }
 
 }  // namespace Impl

@@ -2,6 +2,7 @@
 #ifndef FUSED_LINEAR_IMPL_VENDOR_HPP
 #define FUSED_LINEAR_IMPL_VENDOR_HPP
 
+#include <algorithm>
 #include <cstdint>
 #include <mutex>
 #include <stdexcept>
@@ -213,9 +214,47 @@ void gemm_nt(const ExecSpace& exec, Scalar alpha, const XView& X, const WView& W
 #endif
 }
 
+/// Length of the K ranges over which 3xTF32 lets the tensor cores accumulate hi.hi. Their fp32
+/// accumulation truncates: measured on an H200 (cuBLAS TF32, 1024x8192x8192, perf/RESULTS.md),
+/// the norm-wise error of hi.hi grows in proportion to the accumulated length, 1.9e-5 over the
+/// whole K = 8192, 1.2e-6 over 512, 6.4e-7 over 256 (strict fp32 SIMT: 1.6e-6). The ranges'
+/// sums are added in fp32 with rounding. 256 keeps a factor 2 below #4's 1.5e-6 (512: 1.80
+/// against 2.13 ms, too close to it). The small terms lo.hi + hi.lo (2^-10 of the size) run in
+/// one product.
+constexpr std::int64_t tf32x3_chunk = 256;
+/// How the ranges' sums reach Y. Where all of them fit in this many bytes of workspace (small
+/// Y, long K) one strided-batched product computes them side by side and one pass adds them to
+/// Y in order: one launch instead of one per range (256x65536x1024 on an H200: 0.98 ms against
+/// 2.45 range by range). Otherwise cuBLAS adds each range's product to Y itself (beta = 1).
+/// (Blocks of Y's columns small enough to stay in L2 between ranges measured no faster: 2.16
+/// and 2.54 ms for 16 and 8 MB blocks against 2.12 at 1024x8192x8192.) A process-wide setting
+/// so that tests can take both ways at small shapes; not part of the API.
+inline std::size_t& tf32x3_partials_limit() {
+  static std::size_t limit = std::size_t(256) << 20;
+  return limit;
+}
+
+/// Y(i, j) += P_0(i, j) + P_1(i, j) + ..., in that order: the ranges' sums of hi.hi, laid out
+/// as the batched product wrote them (each M x N, in Y's layout, contiguous).
+template <class YView>
+struct AddPartialSums {
+  YView Y;
+  const float* P;
+  std::int64_t count, M, N;
+  KOKKOS_INLINE_FUNCTION void operator()(std::int64_t i, std::int64_t j) const {
+    constexpr bool right = std::is_same<typename YView::array_layout, Kokkos::LayoutRight>::value;
+    const std::int64_t at = right ? i * N + j : j * M + i;
+    float sum = Y(i, j);
+    for (std::int64_t c = 0; c < count; ++c) sum += P[c * M * N + at];
+    Y(i, j) = sum;
+  }
+};
+
 /// C = alpha * X . W^T + beta * C in the requested precision. TF32x3 (only where cuBLASLt
-/// serves the Views, checked by the caller) splits X and W into TF32 parts in workspace from
-/// CublasLt's stream-ordered pool and runs one TF32 product over 3K (see SplitTf32Operand).
+/// serves the Views, checked by the caller; through cuBLASLt whatever `lt` says) splits X and W
+/// into TF32 parts in workspace from CublasLt's stream-ordered pool, X as [lo | hi] and W as
+/// [hi | lo] (K padded with zeros to whole ranges): one TF32 product over both parts gives
+/// lo.hi + hi.lo, then hi.hi is added tf32x3_chunk columns at a time.
 template <class ExecSpace, class XView, class WView, class YView, class Scalar>
 void vendor_product(const ExecSpace& exec, Scalar alpha, const XView& X, const WView& W,
                     Scalar beta, const YView& Y, Precision precision, bool lt,
@@ -229,18 +268,45 @@ void vendor_product(const ExecSpace& exec, Scalar alpha, const XView& X, const W
                 std::is_same<Scalar, float>::value) {
     using Layout = typename YView::array_layout;
     using Split = Kokkos::View<float**, Layout, Kokkos::CudaSpace, Kokkos::MemoryUnmanaged>;
+    constexpr bool right = std::is_same<Layout, Kokkos::LayoutRight>::value;
     const std::int64_t M = X.extent(0), N = W.extent(0), K = X.extent(1);
-    const std::size_t x_bytes = std::size_t(M) * 3 * K * sizeof(float);
-    const std::size_t w_bytes = std::size_t(N) * 3 * K * sizeof(float);
-    // One allocation: X's parts, then W's at a 256-byte boundary (cuBLASLt's preferred alignment).
-    const std::size_t w_offset = (x_bytes + 255) / 256 * 256;
-    LtWorkspace workspace(w_offset + w_bytes, exec.cuda_stream());
+    const std::int64_t C = tf32x3_chunk, ranges = (K + C - 1) / C, Kp = ranges * C;
+    const auto aligned = [](std::size_t bytes) { return (bytes + 255) / 256 * 256; };
+    // One allocation: X's parts, W's, and the ranges' sums when batched, each at a 256-byte
+    // boundary (cuBLASLt's preferred alignment).
+    const std::size_t w_offset = aligned(std::size_t(M) * 2 * Kp * sizeof(float));
+    const std::size_t p_offset = aligned(w_offset + std::size_t(N) * 2 * Kp * sizeof(float));
+    const std::size_t partial_bytes = std::size_t(ranges) * M * N * sizeof(float);
+    const bool batched = ranges > 1 && partial_bytes <= tf32x3_partials_limit();
+    LtWorkspace workspace(batched ? p_offset + partial_bytes : p_offset, exec.cuda_stream());
     char* base = static_cast<char*>(workspace.data());
-    const Split Xs(reinterpret_cast<float*>(base), M, 3 * K);
-    const Split Ws(reinterpret_cast<float*>(base + w_offset), N, 3 * K);
+    const Split Xs(reinterpret_cast<float*>(base), M, 2 * Kp);
+    const Split Ws(reinterpret_cast<float*>(base + w_offset), N, 2 * Kp);
     split_tf32_operand(exec, X, Xs, /*lo_first=*/true);
     split_tf32_operand(exec, W, Ws, /*lo_first=*/false);
-    gemm_nt(exec, alpha, Xs, Ws, beta, Y, /*tf32=*/true, lt, bias);
+    DeviceCacheConfigGuard cache_config;
+    cublaslt_gemm_nt(exec, alpha, Xs, Ws, beta, Y, /*tf32=*/true, bias);
+
+    // Column `col` of a split operand with `rows` rows, and the leading dimensions.
+    const auto column = [](const Split& S, std::int64_t rows, std::int64_t col) {
+      return S.data() + (right ? col : col * rows);
+    };
+    const std::int64_t ldx = right ? 2 * Kp : M, ldw = right ? 2 * Kp : N;
+    const std::int64_t ldy = right ? Y.stride(0) : Y.stride(1);
+    if (batched) {
+      float* partials = reinterpret_cast<float*>(base + p_offset);
+      const LtBatch batch{ranges, right ? C : C * M, right ? C : C * N, M * N};
+      cublaslt_gemm_nt(exec, right, M, N, C, alpha, column(Xs, M, Kp), ldx, column(Ws, N, 0), ldw,
+                       0.0f, partials, right ? N : M, /*tf32=*/true,
+                       static_cast<const float*>(nullptr), batch);
+      Kokkos::parallel_for("FusedLinear::3xtf32::add_ranges",
+                           elementwise_policy<ExecSpace, Layout>(exec, M, N),
+                           AddPartialSums<YView>{Y, partials, ranges, M, N});
+      return;
+    }
+    for (std::int64_t k0 = 0; k0 < Kp; k0 += C)
+      cublaslt_gemm_nt(exec, right, M, N, C, alpha, column(Xs, M, Kp + k0), ldx, column(Ws, N, k0),
+                       ldw, 1.0f, Y.data(), ldy, /*tf32=*/true);
     return;
   }
 #endif
@@ -278,22 +344,13 @@ struct EpiloguePass {
   }
 };
 
-/// One pass over Y. On GPUs the contiguous index is put on the fast thread index: Kokkos 3.4's
-/// CUDA MDRange maps threadIdx.x to the first index whatever the iteration order, so with the
-/// default tile a LayoutRight Y was written with a stride (measured 5x slower on an H200).
+/// One pass over Y (see elementwise_policy for the thread mapping).
 template <Pass P, class ExecSpace, class BView, class YView, class Scalar>
 void epilogue_pass(const char* label, const ExecSpace& exec, const YView& Y, const BView& b,
                    const LeakyReLUEpilogue<Scalar>& ep) {
-  using Policy = Kokkos::MDRangePolicy<ExecSpace, Kokkos::Rank<2>, Kokkos::IndexType<std::int64_t>>;
-  const std::int64_t M = Y.extent(0), N = Y.extent(1);
-  const EpiloguePass<BView, YView, P> pass{Y, b, ep};
-  if (is_host_space<ExecSpace>()) {
-    Kokkos::parallel_for(label, Policy(exec, {0, 0}, {M, N}), pass);
-  } else if (std::is_same<typename YView::array_layout, Kokkos::LayoutLeft>::value) {
-    Kokkos::parallel_for(label, Policy(exec, {0, 0}, {M, N}, {256, 1}), pass);
-  } else {
-    Kokkos::parallel_for(label, Policy(exec, {0, 0}, {M, N}, {1, 256}), pass);
-  }
+  Kokkos::parallel_for(
+      label, elementwise_policy<ExecSpace, typename YView::array_layout>(exec, Y.extent(0), Y.extent(1)),
+      EpiloguePass<BView, YView, P>{Y, b, ep});
 }
 
 }  // namespace Impl
