@@ -72,11 +72,10 @@ void check_arguments(const XView& X, const WView& W, const BView& b, const YView
 }
 
 /// Auto's rule for strict precision, from the measurements in perf/RESULTS.md:
+/// - host backends: fused_skinny at every shape (2 cores: 1.5-1.9x faster than fused from
+///   1x4096x4096 to 1024x1024x1024, 2-8x faster than Debian's single-threaded reference BLAS).
 /// - fused_skinny for few rows (M <= `skinny_rows`). GPUs: it streams W faster than cuBLAS, 1.4x
-///   at M = 1 to 1.2x at M = 16 on an H200 at K = N = 8192; cuBLAS wins from M = 32. Hosts (2
-///   cores): 2x faster than fused at 1x4096x4096, even at 16x2048x2048.
-/// - host backends otherwise: fused (1.1-1.3x faster than fused_skinny there, 3-4x faster than
-///   Debian's single-threaded reference BLAS).
+///   at M = 1 to 1.2x at M = 16 on an H200 at K = N = 8192; cuBLAS wins from M = 32.
 /// - GPUs otherwise: fused_skinny for small layers (M <= `small_rows` and N K <= `small_weights`:
 ///   one launch and no pass over Y, 1.3-1.5x faster than cuBLAS plus the pass at 64x1024x1024
 ///   and 128x1024x512, as fast or 7% faster at 256x1024x1024, cuBLAS ahead at 128x4096x1024);
@@ -90,8 +89,7 @@ struct AutoRule {
 
 template <class ExecSpace, class XView, class WView, class YView>
 Algorithm choose_algorithm(std::int64_t M, std::int64_t N, std::int64_t K) {
-  if (M <= AutoRule::skinny_rows) return Algorithm::FusedSkinny;
-  if (is_host_space<ExecSpace>()) return Algorithm::Fused;
+  if (is_host_space<ExecSpace>() || M <= AutoRule::skinny_rows) return Algorithm::FusedSkinny;
   if (M <= AutoRule::small_rows && N * K <= AutoRule::small_weights) return Algorithm::FusedSkinny;
   if (cublaslt_serves<ExecSpace, XView, WView, YView>()) return Algorithm::VendorLt;
   return vendor_blas_name<XView, WView, YView>() != nullptr ? Algorithm::Vendor : Algorithm::Fused;

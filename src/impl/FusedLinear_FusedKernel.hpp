@@ -18,6 +18,13 @@
 #else
 #define FUSED_LINEAR_UNROLL
 #endif
+// A loop whose iterations are one SIMD vector on the host (OpenMP's simd directive, honoured
+// whenever the host compiler runs with OpenMP); device compilers unroll it instead.
+#if defined(_OPENMP) && !defined(__CUDACC__) && !defined(__HIPCC__)
+#define FUSED_LINEAR_SIMD _Pragma("omp simd")
+#else
+#define FUSED_LINEAR_SIMD FUSED_LINEAR_UNROLL
+#endif
 
 namespace FusedLinear {
 namespace Impl {

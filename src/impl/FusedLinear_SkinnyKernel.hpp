@@ -42,23 +42,22 @@ namespace Impl {
 /// cuBLAS's GEMV-like kernel).
 ///
 /// Host: one thread per team, X read in place (no staging), 16 rows x 4 columns, 2 packs of K
-/// per chunk. On a 2-core host this kernel is 2-3x slower than the previous, host-shaped
-/// version of it (5.0 ms against 9-14 ms at 128x1024x512; cause not found: neither the chunk
-/// loop, the tile sizes nor the row blocks alone explain it), so host `auto` takes it only for
-/// M <= 16 and `fused` otherwise.
+/// per chunk; the 4 columns' multiply-adds as one SIMD vector (`simd_columns`: GCC emitted
+/// scalar ones otherwise, 2x slower). 1.5-1.9x faster than fused on a 2-core host at every
+/// shape measured (perf/RESULTS.md), so host `auto` takes it throughout.
 template <class ExecSpace, class Scalar, bool Tall, bool Host = is_host_space<ExecSpace>()>
 struct SkinnyTiles {
   static constexpr bool wide = sizeof(Scalar) > 4;
   static constexpr int lanes = 32, groups = 8, columns = 4;
   static constexpr int rows = Tall && !wide ? 16 : 8, steps = Tall && !wide ? 1 : 2;
   static constexpr int rows_per_reduction = wide ? 4 : 8, min_teams = 2;
-  static constexpr bool stage_x = true;
+  static constexpr bool stage_x = true, simd_columns = false;
 };
 template <class ExecSpace, class Scalar, bool Tall>
 struct SkinnyTiles<ExecSpace, Scalar, Tall, true> {
   static constexpr int lanes = 1, groups = 1, columns = 4, rows = 16, steps = 2;
   static constexpr int rows_per_reduction = 16, min_teams = 1;
-  static constexpr bool stage_x = false;
+  static constexpr bool stage_x = false, simd_columns = true;
 };
 
 /// Y = ep(X . W^T, b) for small M: rows of Y in blocks, columns across warps, K across the
@@ -142,6 +141,19 @@ struct SkinnyLinearKernel {
       FUSED_LINEAR_UNROLL
       for (int s = 0; s < S; ++s) {
         const int kk = s * KS + lane * V;
+        // Host: W's pack transposed, columns innermost, so that the R columns are one SIMD
+        // vector (GCC emitted only scalar multiply-adds otherwise); the transpose pays off over
+        // several rows, not one. Each acc[i][r] adds its V products in q order either way: the
+        // same bits on every backend.
+        const bool simd = Tiles::simd_columns && rows_here > 1;
+        Scalar wt[Tiles::simd_columns ? V : 1][R];
+        if (simd) {
+          FUSED_LINEAR_UNROLL
+          for (int q = 0; q < V; ++q) {
+            FUSED_LINEAR_UNROLL
+            for (int r = 0; r < R; ++r) wt[q][r] = w[s][r][q];
+          }
+        }
         FUSED_LINEAR_UNROLL
         for (int i = 0; i < MT; ++i) {
           if (i < rows_here) {  // uniform across the team: no divergence
@@ -153,10 +165,18 @@ struct SkinnyLinearKernel {
             } else {
               load_row(X, m0 + i, M, k0 + kk, x);
             }
-            FUSED_LINEAR_UNROLL
-            for (int r = 0; r < R; ++r) {
+            if (simd) {
               FUSED_LINEAR_UNROLL
-              for (int q = 0; q < V; ++q) acc[i][r] += x[q] * w[s][r][q];
+              for (int q = 0; q < V; ++q) {
+                FUSED_LINEAR_SIMD
+                for (int r = 0; r < R; ++r) acc[i][r] += x[q] * wt[q][r];
+              }
+            } else {
+              FUSED_LINEAR_UNROLL
+              for (int r = 0; r < R; ++r) {
+                FUSED_LINEAR_UNROLL
+                for (int q = 0; q < V; ++q) acc[i][r] += x[q] * w[s][r][q];
+              }
             }
           }
         }
