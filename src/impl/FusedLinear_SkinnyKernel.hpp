@@ -143,8 +143,8 @@ struct SkinnyLinearKernel {
         const int kk = s * KS + lane * V;
         // Host: W's pack transposed, columns innermost, so that the R columns are one SIMD
         // vector (GCC emitted only scalar multiply-adds otherwise); the transpose pays off over
-        // several rows, not one. Each acc[i][r] adds its V products in q order either way: the
-        // same bits on every backend.
+        // several rows, not one. Each acc[i][r] adds its V products in q order either way, so the
+        // vector loop gives the scalar loop's bits.
         const bool simd = Tiles::simd_columns && rows_here > 1;
         Scalar wt[Tiles::simd_columns ? V : 1][R];
         if (simd) {
