@@ -67,8 +67,8 @@ def ours_json(out_dir, shape, precision="strict"):
 
 
 def run_ours(args, shape, out_dir, precision="strict"):
-    """One perf-program run for one shape; returns its exit status. The TF32 run times the
-    vendor path only (the one that has TF32)."""
+    """One perf-program run for one shape; returns its exit status. The tf32 and 3xtf32 runs
+    time the vendor paths that have them (vendor, vendor_lt)."""
     M, K, N = parse_shape(shape)
     mode = [] if precision == "strict" else ["--precision", precision, "--algorithm", "vendor,vendor_lt"]
     cmd = [str(args.perf), "--m", str(M), "--k", str(K), "--n", str(N),

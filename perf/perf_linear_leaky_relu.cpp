@@ -52,9 +52,7 @@ constexpr Shape default_shape = runs_on_host ? Shape{128, 1024, 512} : Shape{102
 constexpr double all_rows_limit = 8589934592.0;  // 2^33
 constexpr std::int64_t sampled_rows = 256;
 
-constexpr Algorithm all_algorithms[] = {Algorithm::Auto,     Algorithm::Vendor,
-                                        Algorithm::VendorPrefill, Algorithm::VendorLt,
-                                        Algorithm::Fused,    Algorithm::FusedSkinny};
+using FusedLinear::all_algorithms;
 
 struct Config {
   Shape shape = default_shape;

@@ -22,11 +22,7 @@ namespace FusedLinearTest {
 using ExecSpace = Kokkos::DefaultExecutionSpace;
 using MemorySpace = ExecSpace::memory_space;
 
-/// Every algorithm a caller can ask for.
-constexpr FusedLinear::Algorithm all_algorithms[] = {
-    FusedLinear::Algorithm::Auto, FusedLinear::Algorithm::Vendor,
-    FusedLinear::Algorithm::VendorPrefill, FusedLinear::Algorithm::VendorLt,
-    FusedLinear::Algorithm::Fused, FusedLinear::Algorithm::FusedSkinny};
+using FusedLinear::all_algorithms;
 
 template <class Scalar, class Layout>
 struct Problem {
