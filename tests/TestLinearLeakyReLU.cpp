@@ -2,6 +2,7 @@
 // Every path of FusedLinear::linear_leaky_relu against the float64 host reference, typed over
 // value type and layout, on the default execution space (host or CUDA, whichever Kokkos has).
 #include <cmath>
+#include <cstring>
 #include <limits>
 #include <stdexcept>
 #include <string>
@@ -60,6 +61,40 @@ TYPED_TEST(LinearLeakyReLU, EdgeAndOddShapes) {
       {127, 129, 255}, {256, 72, 260}, {12, 3071, 517}, {17, 513, 33}, {40, 1030, 65},
       {16, 256, 32}, {9, 130, 31}};
   for (const auto& s : shapes) this->check_all(s[0], s[1], s[2], 2.0, 0.1);
+}
+
+// fused_skinny with K split across teams (the GPU does it by itself where tiles are few): the
+// last team of each tile adds the splits' partial sums and applies the epilogue. Forced here on
+// every backend, over more splits than chunks, K not a multiple of a chunk, partial row blocks
+// and column blocks; the result must be the reference's and the same bits on every run (the
+// partial sums are added in split order whichever team finishes last).
+TYPED_TEST(LinearLeakyReLU, SkinnySplitKMatchesAndIsReproducible) {
+  using Scalar = typename TestFixture::Scalar;
+  struct Force {
+    explicit Force(int s) { FusedLinear::Impl::SkinnySplit::override_splits() = s; }
+    ~Force() { FusedLinear::Impl::SkinnySplit::override_splits() = 0; }
+  };
+  const std::int64_t shapes[][3] = {{1, 1000, 70}, {17, 700, 33}, {40, 1030, 65}, {5, 129, 300}};
+  for (int splits : {2, 3, 64}) {
+    Force force(splits);
+    for (const auto& s : shapes) {
+      typename TestFixture::P p(s[0], s[1], s[2], 77 + splits);
+      FusedLinear::linear_leaky_relu(p.X, p.W, p.b, p.Y, Scalar(2), Scalar(0.1),
+                                     Algorithm::FusedSkinny);
+      Kokkos::fence();
+      EXPECT_TRUE(matches_reference(p, 2.0, 0.1, p.Y)) << splits << " splits";
+      auto first = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), p.Y);
+      p.poison();
+      FusedLinear::linear_leaky_relu(p.X, p.W, p.b, p.Y, Scalar(2), Scalar(0.1),
+                                     Algorithm::FusedSkinny);
+      auto again = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), p.Y);
+      for (std::int64_t i = 0; i < p.M; ++i)
+        for (std::int64_t j = 0; j < p.N; ++j)
+          ASSERT_EQ(std::memcmp(&first(i, j), &again(i, j), sizeof(Scalar)), 0)
+              << splits << " splits, " << p.M << "x" << p.K << "x" << p.N << " at " << i << ","
+              << j;
+    }
+  }
 }
 
 TYPED_TEST(LinearLeakyReLU, MultipliersAndSlopes) {

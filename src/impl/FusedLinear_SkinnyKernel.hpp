@@ -3,6 +3,8 @@
 #define FUSED_LINEAR_IMPL_SKINNY_KERNEL_HPP
 
 #include <cstdint>
+#include <map>
+#include <mutex>
 #include <stdexcept>
 #include <string>
 #include <type_traits>
@@ -64,7 +66,7 @@ struct SkinnyTiles<ExecSpace, Scalar, Tall, true> {
 /// lanes of a warp. Vectorized has the meaning of FusedLinearKernel's (rows contiguous,
 /// packable, aligned).
 template <class ExecSpace, class XView, class WView, class BView, class YView, bool Vectorized,
-          bool Tall>
+          bool Tall, bool SplitK = false>
 struct SkinnyLinearKernel {
   using Scalar = typename YView::non_const_value_type;
   using Pack = Pack16<Scalar>;
@@ -96,12 +98,25 @@ struct SkinnyLinearKernel {
   YView Y;
   LeakyReLUEpilogue<Scalar> ep;
   std::int64_t M, N, K;
+  // Split K (see SkinnySplit): `splits` teams per tile, each `split_chunks` chunks of K. A
+  // separate instantiation: the kernel without it keeps its registers (it spilled otherwise).
+  int splits = 1;
+  std::int64_t split_chunks = 0;
+  Scalar* partials = nullptr;   // splits x M x N
+  unsigned* arrivals = nullptr;  // one per tile, zero between calls
 
-  static std::int64_t row_blocks(std::int64_t M) { return (M + MT - 1) / MT; }
+  KOKKOS_INLINE_FUNCTION static std::int64_t row_blocks(std::int64_t M) {
+    return (M + MT - 1) / MT;
+  }
+  KOKKOS_INLINE_FUNCTION static std::int64_t tiles(std::int64_t M, std::int64_t N) {
+    return (N + team_columns - 1) / team_columns * row_blocks(M);
+  }
+  KOKKOS_INLINE_FUNCTION static std::int64_t chunks(std::int64_t K) { return (K + KC - 1) / KC; }
 
-  static policy_type policy(const ExecSpace& exec, std::int64_t M, std::int64_t N) {
-    const std::int64_t teams = (N + team_columns - 1) / team_columns * row_blocks(M);
-    auto p = policy_type(exec, league_size(teams, M, N), team_size, 1);
+  KOKKOS_FORCEINLINE_FUNCTION int split_count() const { return SplitK ? splits : 1; }
+
+  policy_type policy(const ExecSpace& exec) const {
+    auto p = policy_type(exec, league_size(tiles(M, N) * split_count(), M, N), team_size, 1);
     if (scratch_bytes > 0) p.set_scratch_size(0, Kokkos::PerTeam(scratch_bytes));
     return p;
   }
@@ -111,9 +126,13 @@ struct SkinnyLinearKernel {
     const int lane = tid % L, group = tid / L;
     // Teams of one column block are adjacent in the league, so the row blocks that share W
     // run together and the second reads it from L2.
-    const std::int64_t blocks = (M + MT - 1) / MT;
-    const std::int64_t m0 = (team.league_rank() % blocks) * MT;
-    const std::int64_t n0 = (team.league_rank() / blocks) * team_columns;
+    // The splits of a tile are a league apart: all tiles' first splits run first.
+    // (tile and split are recomputed where needed after the loop: kept live through it, they
+    // cost the registers that made this kernel spill.)
+    const std::int64_t blocks = row_blocks(M);
+    const std::int64_t tile = SplitK ? team.league_rank() % tiles(M, N) : team.league_rank();
+    const std::int64_t m0 = (tile % blocks) * MT;
+    const std::int64_t n0 = (tile / blocks) * team_columns;
     const int rows_here = M - m0 < MT ? int(M - m0) : MT;
     const std::size_t bytes = scratch_bytes;  // a copy: nvcc cannot odr-use the static member
     Scalar* const shared =
@@ -126,16 +145,18 @@ struct SkinnyLinearKernel {
       for (int r = 0; r < R; ++r) acc[i][r] = Scalar(0);
     }
 
-    const std::int64_t chunks = (K + KC - 1) / KC;
+    const std::int64_t first = SplitK ? split_of(team) * split_chunks : 0;
+    const std::int64_t last = SplitK && first + split_chunks < chunks(K) ? first + split_chunks
+                                                                              : chunks(K);
     // W of chunk c + 1 is requested right after chunk c's FMAs, so its loads are in flight
     // during X's staging and the barrier instead of after them.
     Scalar w[S][R][V];
-    load_w_chunk(group, lane, n0, 0, w);
+    load_w_chunk(group, lane, n0, first * KC, w);
     if (stage_x) {
-      stage_x_chunk(tid, m0, 0, shared);
+      stage_x_chunk(tid, m0, first * KC, shared + (first & 1) * MT * KC);
       team.team_barrier();
     }
-    for (std::int64_t c = 0; c < chunks; ++c) {
+    for (std::int64_t c = first; c < last; ++c) {
       const std::int64_t k0 = c * KC;
       const Scalar* xs = stage_x ? shared + (c & 1) * MT * KC : nullptr;
       FUSED_LINEAR_UNROLL
@@ -181,9 +202,9 @@ struct SkinnyLinearKernel {
           }
         }
       }
-      if (c + 1 < chunks) load_w_chunk(group, lane, n0, k0 + KC, w);
+      if (c + 1 < last) load_w_chunk(group, lane, n0, k0 + KC, w);
       if (stage_x) {
-        if (c + 1 < chunks) stage_x_chunk(tid, m0, k0 + KC, shared + ((c + 1) & 1) * MT * KC);
+        if (c + 1 < last) stage_x_chunk(tid, m0, k0 + KC, shared + ((c + 1) & 1) * MT * KC);
         team.team_barrier();  // the next chunk is staged; this one is free to overwrite
       }
     }
@@ -194,9 +215,10 @@ struct SkinnyLinearKernel {
         FUSED_LINEAR_UNROLL
         for (int r = 0; r < R; ++r) {
           const std::int64_t n = n0 + group * R + r;
-          if (i < rows_here && n < N) Y(m0 + i, n) = ep(acc[i][r], Scalar(b(n)));
+          if (i < rows_here && n < N) finish(team, m0 + i, n, acc[i][r]);
         }
       }
+      fix_up(team, m0, rows_here, n0);
       return;
     }
     // The L lanes' partial sums of each (row, column), added in lane order: reproducible.
@@ -217,10 +239,53 @@ struct SkinnyLinearKernel {
           if (m < M && n < N) {
             Scalar sum = shared[e * (L + 1)];
             for (int l = 1; l < L; ++l) sum += shared[e * (L + 1) + l];
-            Y(m, n) = ep(sum, Scalar(b(n)));
+            finish(team, m, n, sum);
           }
         }
         team.team_barrier();  // the scratch is reused by the next rows
+      }
+    }
+    fix_up(team, m0, rows_here, n0);
+  }
+
+  // One (row, column)'s sum over this team's K: Y's element, or this split's partial sum.
+  KOKKOS_FORCEINLINE_FUNCTION void finish(const member_type& team, std::int64_t m,
+                                          std::int64_t n, Scalar sum) const {
+    if (!SplitK)
+      Y(m, n) = ep(sum, Scalar(b(n)));
+    else
+      partials[(split_of(team) * M + m) * N + n] = sum;
+  }
+  KOKKOS_FORCEINLINE_FUNCTION std::int64_t split_of(const member_type& team) const {
+    return team.league_rank() / tiles(M, N);
+  }
+
+  // Split K: the tile's last team to arrive adds the splits' partial sums in split order (the
+  // same bits whichever team is last) and applies the epilogue once, to the full sum; it puts
+  // the tile's counter back to zero for the next call.
+  KOKKOS_INLINE_FUNCTION void fix_up(const member_type& team, std::int64_t m0, int rows_here,
+                                     std::int64_t n0) const {
+    if (!SplitK) return;
+    const std::int64_t tile = team.league_rank() % tiles(M, N);
+    Kokkos::memory_fence();  // this thread's partial sums, before the team's arrival below
+    team.team_barrier();
+    int last_to_arrive = 0;
+    if (team.team_rank() == 0) {
+      last_to_arrive = Kokkos::atomic_fetch_add(&arrivals[tile], 1u) == unsigned(splits - 1);
+      if (last_to_arrive) arrivals[tile] = 0;
+    }
+    team.team_broadcast(last_to_arrive, 0);
+    if (!last_to_arrive) return;
+    Kokkos::memory_fence();
+    // Volatile: the other teams' sums, read past any cache that is not coherent with theirs.
+    const volatile Scalar* const p = partials;
+    const std::int64_t plane = M * N;
+    for (int e = team.team_rank(); e < rows_here * team_columns; e += team_size) {
+      const std::int64_t m = m0 + e / team_columns, n = n0 + e % team_columns;
+      if (n < N) {
+        Scalar sum = p[m * N + n];
+        for (int s = 1; s < splits; ++s) sum += p[s * plane + m * N + n];
+        Y(m, n) = ep(sum, Scalar(b(n)));
       }
     }
   }
@@ -267,6 +332,144 @@ struct SkinnyLinearKernel {
   }
 };
 
+/// Split K across teams (GPUs): where a shape has too few tiles to keep every multiprocessor
+/// busy (small problems; N of a few thousand), each tile's K is cut into `splits` ranges of
+/// whole chunks, one team each, and the tile's last team to finish adds their partial sums in
+/// order and applies the epilogue (fix_up): still one launch, and no pass over Y before it.
+/// `override` > 0 forces that many splits on any backend (tests take the fix-up on the host
+/// too); not part of the API.
+struct SkinnySplit {
+  static int& override_splits() {
+    static int splits = 0;
+    return splits;
+  }
+  int splits = 1;
+  std::int64_t chunks_per_split = 0;
+
+  /// tiles x splits teams for `resident` teams at a time (0: no split unless forced).
+  SkinnySplit(std::int64_t tiles, std::int64_t chunks, std::int64_t resident) {
+    std::int64_t want = 1;
+    if (override_splits() > 0)
+      want = override_splits();
+    else if (resident > 0 && 2 * tiles <= resident && chunks >= 4 * min_chunks_per_split)
+      want = (split_waves * resident + tiles - 1) / tiles;
+    if (want > chunks) want = chunks;
+    if (want < 2) return;
+    chunks_per_split = (chunks + want - 1) / want;
+    if (override_splits() <= 0 && chunks_per_split < min_chunks_per_split)
+      chunks_per_split = min_chunks_per_split;
+    splits = int((chunks + chunks_per_split - 1) / chunks_per_split);  // none empty
+  }
+  /// Why (H200, 2026-12-01, perf/RESULTS.md): a split pays where at most half the resident
+  /// slots would be busy and K is long (16x4096x4096: 0.086 -> 0.061 ms with 5 splits;
+  /// 32x2048x2048: 0.034 -> 0.030), and loses where the tiles nearly fill the GPU
+  /// (16x8192x8192, 256 tiles for 264 slots: 0.152 -> 0.18 ms) or K is a few chunks
+  /// (128x1024x512: 0.022 -> 0.023-0.030 ms: each split adds a fence, an atomic and a read of
+  /// the partial sums to a latency chain that is short already).
+  static constexpr std::int64_t split_waves = 2, min_chunks_per_split = 4;
+};
+
+/// Memory of split K, per call: the splits' partial sums and one arrival counter per tile,
+/// zeroed before the launch, on `exec`.
+template <class ExecSpace, class Scalar>
+class SkinnySplitScratch {
+ public:
+  SkinnySplitScratch(const ExecSpace& exec, std::size_t partial_count, std::size_t tiles)
+      : m_partials(Kokkos::view_alloc(Kokkos::WithoutInitializing, "FusedLinear::skinny_partials"),
+                   partial_count),
+        m_arrivals(Kokkos::view_alloc(Kokkos::WithoutInitializing, "FusedLinear::skinny_arrivals"),
+                   tiles) {
+    Kokkos::deep_copy(exec, m_arrivals, 0u);
+  }
+  Scalar* partials() const { return m_partials.data(); }
+  unsigned* arrivals() const { return m_arrivals.data(); }
+
+ private:
+  Kokkos::View<Scalar*, typename ExecSpace::memory_space> m_partials;
+  Kokkos::View<unsigned*, typename ExecSpace::memory_space> m_arrivals;
+};
+
+#if defined(KOKKOS_ENABLE_CUDA)
+/// On CUDA the memory stays with the stream between calls (allocating and zeroing per call
+/// would cost more than the split saves at small shapes): calls on one stream run in order
+/// and the fix-up leaves the counters at zero, so they can share it; calls on another stream
+/// get their own. Grown in stream order when a call needs more; freed at Kokkos::finalize.
+template <class Scalar>
+class SkinnySplitScratch<Kokkos::Cuda, Scalar> {
+ public:
+  SkinnySplitScratch(const Kokkos::Cuda& exec, std::size_t partial_count, std::size_t tiles) {
+    const cudaStream_t stream = exec.cuda_stream();
+    std::lock_guard<std::mutex> lock(mutex());
+    Buffers& mine = streams()[stream];
+    const std::size_t bytes = partial_count * sizeof(Scalar);
+    if (mine.bytes < bytes) {
+      check(cudaFreeAsync(mine.partials, stream));
+      mine.partials = nullptr, mine.bytes = 0;
+      check(cudaMallocAsync(&mine.partials, bytes, stream));
+      mine.bytes = bytes;
+    }
+    if (mine.tiles < tiles) {
+      check(cudaFreeAsync(mine.arrivals, stream));
+      mine.arrivals = nullptr, mine.tiles = 0;
+      check(cudaMallocAsync(reinterpret_cast<void**>(&mine.arrivals), tiles * sizeof(unsigned),
+                            stream));
+      check(cudaMemsetAsync(mine.arrivals, 0, tiles * sizeof(unsigned), stream));
+      mine.tiles = tiles;
+    }
+    m_partials = static_cast<Scalar*>(mine.partials);
+    m_arrivals = mine.arrivals;
+  }
+  Scalar* partials() const { return m_partials; }
+  unsigned* arrivals() const { return m_arrivals; }
+
+ private:
+  struct Buffers {
+    void* partials = nullptr;
+    std::size_t bytes = 0;
+    unsigned* arrivals = nullptr;
+    std::size_t tiles = 0;
+  };
+  static void check(cudaError_t e) {
+    if (e != cudaSuccess)
+      throw std::runtime_error(
+          std::string("FusedLinear::linear_leaky_relu: cannot allocate split-K memory (") +
+          cudaGetErrorString(e) + ")");
+  }
+  static std::mutex& mutex() {
+    static std::mutex m;
+    return m;
+  }
+  static std::map<cudaStream_t, Buffers>& streams() {
+    static std::map<cudaStream_t, Buffers>* s = [] {
+      Kokkos::push_finalize_hook([] {
+        std::lock_guard<std::mutex> lock(mutex());
+        cudaDeviceSynchronize();
+        for (auto& entry : streams()) {
+          cudaFree(entry.second.partials);
+          cudaFree(entry.second.arrivals);
+        }
+        streams().clear();
+      });
+      return new std::map<cudaStream_t, Buffers>();
+    }();
+    return *s;
+  }
+  Scalar* m_partials = nullptr;
+  unsigned* m_arrivals = nullptr;
+};
+
+/// Teams of the skinny kernel resident at a time on the device (0 elsewhere: no split unless
+/// forced).
+template <class Kernel>
+std::int64_t resident_teams(const Kokkos::Cuda& exec) {
+  return std::int64_t(exec.cuda_device_prop().multiProcessorCount) * Kernel::Tiles::min_teams;
+}
+#endif
+template <class Kernel, class ExecSpace>
+std::int64_t resident_teams(const ExecSpace&) {
+  return 0;
+}
+
 template <class ExecSpace, class XView, class WView, class BView, class YView, class Scalar>
 void run_skinny(const ExecSpace& exec, const XView& X, const WView& W, const BView& b,
                 const YView& Y, const LeakyReLUEpilogue<Scalar>& ep) {
@@ -274,20 +477,30 @@ void run_skinny(const ExecSpace& exec, const XView& X, const WView& W, const BVi
   const bool vectorized = rows_are_packable(X) && rows_are_packable(W);
   using Short = SkinnyTiles<ExecSpace, Scalar, false>;
   constexpr bool has_tall = SkinnyTiles<ExecSpace, Scalar, true>::rows != Short::rows;
-  auto launch = [&](auto kernel) {
-    using Kernel = decltype(kernel);
-    Kokkos::parallel_for(
-        vectorized ? "FusedLinear::fused_skinny[vectorized]" : "FusedLinear::fused_skinny",
-        Kernel::policy(exec, M, N), kernel);
+  auto launch = [&](auto vectorized, auto tall) {
+    constexpr bool Vec = decltype(vectorized)::value, Tall = decltype(tall)::value;
+    using Plain = SkinnyLinearKernel<ExecSpace, XView, WView, BView, YView, Vec, Tall>;
+    using Split = SkinnyLinearKernel<ExecSpace, XView, WView, BView, YView, Vec, Tall, true>;
+    const char* label = Vec ? "FusedLinear::fused_skinny[vectorized]" : "FusedLinear::fused_skinny";
+    const SkinnySplit split(Plain::tiles(M, N), Plain::chunks(K), resident_teams<Plain>(exec));
+    if (split.splits == 1) {
+      const Plain kernel{X, W, b, Y, ep, M, N, K};
+      return Kokkos::parallel_for(label, kernel.policy(exec), kernel);
+    }
+    const SkinnySplitScratch<ExecSpace, Scalar> scratch(
+        exec, std::size_t(split.splits) * M * N, std::size_t(Plain::tiles(M, N)));
+    Split kernel{X, W, b, Y, ep, M, N, K};
+    kernel.splits = split.splits;
+    kernel.split_chunks = split.chunks_per_split;
+    kernel.partials = scratch.partials();
+    kernel.arrivals = scratch.arrivals();
+    Kokkos::parallel_for(label, kernel.policy(exec), kernel);
   };
   auto launch_rows = [&](auto tall) {
-    constexpr bool Tall = decltype(tall)::value;
     if (vectorized)
-      launch(SkinnyLinearKernel<ExecSpace, XView, WView, BView, YView, true, Tall>{X, W, b, Y, ep,
-                                                                                   M, N, K});
+      launch(std::true_type(), tall);
     else
-      launch(SkinnyLinearKernel<ExecSpace, XView, WView, BView, YView, false, Tall>{X, W, b, Y, ep,
-                                                                                    M, N, K});
+      launch(std::false_type(), tall);
   };
   if constexpr (has_tall) {
     if (M > Short::rows) return launch_rows(std::true_type());
