@@ -68,9 +68,11 @@ def ours_json(out_dir, shape, precision="strict"):
 
 def run_ours(args, shape, out_dir, precision="strict"):
     """One perf-program run for one shape; returns its exit status. The tf32 and 3xtf32 runs
-    time the vendor paths that have them (vendor, vendor_lt)."""
+    time the paths that have them: vendor and vendor_lt, and for 3xtf32 auto too (the fused
+    Hopper kernel where there is one)."""
     M, K, N = parse_shape(shape)
-    mode = [] if precision == "strict" else ["--precision", precision, "--algorithm", "vendor,vendor_lt"]
+    paths = {"tf32": "vendor,vendor_lt", "3xtf32": "auto,vendor,vendor_lt"}
+    mode = [] if precision == "strict" else ["--precision", precision, "--algorithm", paths[precision]]
     cmd = [str(args.perf), "--m", str(M), "--k", str(K), "--n", str(N),
            "--multiplier", str(args.mult), "--slope", str(args.slope),
            "--json", str(ours_json(out_dir, shape, precision))] + shlex.split(args.perf_args) + mode

@@ -2,7 +2,14 @@
 #ifndef FUSED_LINEAR_EPILOGUE_HPP
 #define FUSED_LINEAR_EPILOGUE_HPP
 
+// The sm_90a kernel's translation unit is built without Kokkos (FusedLinear_Tf32x3Sm90a.cu)
+// and takes this functor all the same.
+#ifdef FUSED_LINEAR_EPILOGUE_WITHOUT_KOKKOS
+#define FUSED_LINEAR_EPILOGUE_FUNCTION __host__ __device__ __forceinline__
+#else
 #include <Kokkos_Core.hpp>
+#define FUSED_LINEAR_EPILOGUE_FUNCTION KOKKOS_FORCEINLINE_FUNCTION
+#endif
 
 namespace FusedLinear {
 
@@ -20,22 +27,22 @@ struct LeakyReLUEpilogue {
   Scalar negative_slope;
 
   /// LeakyReLU alone (used after a GEMM that already applied scale and bias).
-  KOKKOS_FORCEINLINE_FUNCTION Scalar activation(Scalar v) const {
+  FUSED_LINEAR_EPILOGUE_FUNCTION Scalar activation(Scalar v) const {
     return v > Scalar(0) ? v : v * negative_slope;
   }
 
   /// The bias as the prefill pass writes it before a GEMM with alpha = multiplier, beta = 1.
-  KOKKOS_FORCEINLINE_FUNCTION Scalar scaled_bias(Scalar bias) const {
+  FUSED_LINEAR_EPILOGUE_FUNCTION Scalar scaled_bias(Scalar bias) const {
     return multiplier * bias;
   }
 
   /// Scale and LeakyReLU of a biased sum (used after a GEMM that already added the bias).
-  KOKKOS_FORCEINLINE_FUNCTION Scalar scaled_activation(Scalar biased) const {
+  FUSED_LINEAR_EPILOGUE_FUNCTION Scalar scaled_activation(Scalar biased) const {
     return activation(multiplier * biased);
   }
 
   /// The whole epilogue on one accumulator (the plain product row . column).
-  KOKKOS_FORCEINLINE_FUNCTION Scalar operator()(Scalar acc, Scalar bias) const {
+  FUSED_LINEAR_EPILOGUE_FUNCTION Scalar operator()(Scalar acc, Scalar bias) const {
     return scaled_activation(acc + bias);
   }
 };

@@ -15,6 +15,7 @@
 #include "FusedLinear_Types.hpp"
 #include "impl/FusedLinear_FusedKernel.hpp"
 #include "impl/FusedLinear_SkinnyKernel.hpp"
+#include "impl/FusedLinear_Tf32x3Native.hpp"
 #include "impl/FusedLinear_Vendor.hpp"
 
 namespace FusedLinear {
@@ -164,10 +165,20 @@ RunInfo linear_leaky_relu(const ExecSpace& exec, const XView& X, const WView& W,
   constexpr bool lt_serves = Impl::cublaslt_serves<ExecSpace, XView, WView, YView>();
   const Precision precision = options.precision;
   info.algorithm = options.algorithm;
-  if (info.algorithm == Algorithm::Auto)
-    info.algorithm = precision != Precision::Strict
-                         ? (lt_serves ? Algorithm::VendorLt : Algorithm::Vendor)
-                         : Impl::choose_algorithm<ExecSpace, XView, WView, YView>(M, N, K);
+  // 3xtf32 on the fused path is the Hopper kernel; why it cannot run here, if it cannot.
+  const std::string native_refusal =
+      precision == Precision::TF32x3 &&
+              (info.algorithm == Algorithm::Auto || info.algorithm == Algorithm::Fused)
+          ? Impl::sm90a_tf32x3_refusal(exec, X, W, b, Y)
+          : std::string();
+  if (info.algorithm == Algorithm::Auto) {
+    if (precision == Precision::TF32x3 && native_refusal.empty())
+      info.algorithm = Algorithm::Fused;  // 2-2.5x the cuBLASLt 3xtf32 (perf/RESULTS.md)
+    else if (precision != Precision::Strict)
+      info.algorithm = lt_serves ? Algorithm::VendorLt : Algorithm::Vendor;
+    else
+      info.algorithm = Impl::choose_algorithm<ExecSpace, XView, WView, YView>(M, N, K);
+  }
   if (info.algorithm == Algorithm::VendorLt && !lt_serves) {
     info.algorithm = Algorithm::Vendor;
     info.note =
@@ -175,18 +186,24 @@ RunInfo linear_leaky_relu(const ExecSpace& exec, const XView& X, const WView& W,
         "cublasLt, float/double X, W and Y of one layout in CUDA memory): ran vendor";
   }
   if (precision != Precision::Strict) {
-    // Tensor-core modes exist through cuBLAS only; never quietly compute something else.
+    // Tensor-core modes exist through cuBLAS and the Hopper kernel only; never quietly compute
+    // something else.
     const std::string mode = to_string(precision);
     if (!std::is_same<Scalar, float>::value)
       Impl::fail("precision " + mode + " applies to float Views only");
-    if (info.algorithm == Algorithm::Fused || info.algorithm == Algorithm::FusedSkinny)
-      Impl::fail("precision " + mode + " is available on the vendor paths only, not on " +
-                 to_string(info.algorithm));
-    if (precision == Precision::TF32x3 && !lt_serves)
+    const bool native = precision == Precision::TF32x3 && info.algorithm == Algorithm::Fused;
+    if (native && !native_refusal.empty())
+      Impl::fail("precision 3xtf32 on the fused path (the sm_90a kernel) " + native_refusal +
+                 "; the vendor paths run 3xtf32 on any CUDA GPU");
+    if (!native && (info.algorithm == Algorithm::Fused || info.algorithm == Algorithm::FusedSkinny))
+      Impl::fail("precision " + mode + " is available on the vendor paths" +
+                 (precision == Precision::TF32x3 ? " and, on Hopper GPUs, fused" : "") +
+                 ", not on " + to_string(info.algorithm));
+    if (precision == Precision::TF32x3 && !lt_serves && !native)
       Impl::fail(
           "precision 3xtf32 needs cuBLASLt (a CUDA build that found it, X, W and Y of one "
           "layout in CUDA memory)");
-    if (info.algorithm != Algorithm::VendorLt &&
+    if (!native && info.algorithm != Algorithm::VendorLt &&
         (vendor_blas == nullptr || std::string(vendor_blas) != "cuBLAS"))
       Impl::fail("precision " + mode +
                  " needs cuBLAS (CUDA, X, W and Y of one layout); these "
@@ -220,6 +237,11 @@ RunInfo linear_leaky_relu(const ExecSpace& exec, const XView& X, const WView& W,
 
   switch (info.algorithm) {
     case Algorithm::Fused:
+      if (precision == Precision::TF32x3) {
+        info.gemm = "FusedLinear sm_90a wgmma 3xTF32 kernel";
+        Impl::run_sm90a_tf32x3(exec, X, W, b, Y, ep);
+        break;
+      }
       info.gemm = "FusedLinear TeamPolicy kernel";
       Impl::run_fused(exec, X, W, b, Y, ep);
       break;

@@ -6,6 +6,9 @@
 #include "TestHelpers.hpp"
 
 #include <algorithm>
+#include <array>
+#include <limits>
+#include <string>
 #include <cstdio>
 #include <cstring>
 #include <random>
@@ -135,6 +138,27 @@ double tf32x3_product_rounding(std::int64_t K) {
   return std::max(0.0, total - gamma<float>(K + 3));
 }
 
+// The same bound for the fused path's Hopper kernel (FusedLinear_Tf32x3Sm90a.cu), derived the
+// same way for what it does differently: lo = x - hi is left exact and the tensor cores read its
+// leading TF32 bits (truncation: within 2^-10 |lo| <= 2^-21 |x|), so each product is within
+// 2^-22 (lo.lo) + 2 (1 + 2^-11) 2^-21 of x w; all three products share one truncating
+// accumulator for at most 128 k (3 * 128 terms of total magnitude <= (1 + 2^-9) sum |x w|);
+// the ranges' sums (ranges staggered by 64 k, and split-K's partial tiles) are added in fp32.
+double tf32x3_fused_product_rounding(std::int64_t K) {
+  const double u = std::ldexp(1.0, -23);
+  const auto truncating = [u](double n) { return n * u / (1 - n * u); };
+  const double products = std::ldexp(1.0, -22) + 2 * (1 + std::ldexp(1.0, -11)) * std::ldexp(1.0, -21);
+  const double ranges = truncating(3.0 * std::min<std::int64_t>(128, K)) * (1 + std::ldexp(1.0, -9));
+  const double sums = gamma<float>((K + 63) / 64 + 4) * (1 + std::ldexp(1.0, -9));
+  return std::max(0.0, products + ranges + sums - gamma<float>(K + 3));
+}
+
+// Why the Hopper kernel cannot run here ("" when it can): its tests run on H100/H200 only.
+std::string fused_tf32x3_refusal() {
+  P p(1, 4, 1, 1);  // K a multiple of 4: W's rows 16-byte aligned, as the kernel needs
+  return FusedLinear::Impl::sm90a_tf32x3_refusal(ExecSpace(), p.X, p.W, p.b, p.Y);
+}
+
 TEST(Precision, Tf32x3WithinItsBoundAndFarBelowTf32) {
   if (!lt_serves) GTEST_SKIP() << "3xtf32 needs cuBLASLt (CUDA builds)";
   for (auto shape : {std::array<std::int64_t, 3>{128, 1024, 256}, {37, 300, 130}, {1, 2048, 64},
@@ -148,8 +172,9 @@ TEST(Precision, Tf32x3WithinItsBoundAndFarBelowTf32) {
       p.poison();
       const auto info = FusedLinear::linear_leaky_relu(p.X, p.W, p.b, p.Y, 2.f, 0.1f, Options(a, Precision::TF32x3));
       Kokkos::fence();
-      EXPECT_TRUE(matches_reference(p, 2.0, double(0.1f), p.Y, tf32x3_product_rounding(p.K)))
-          << describe(a, info);
+      const double bound = info.algorithm == Algorithm::Fused ? tf32x3_fused_product_rounding(p.K)
+                                                              : tf32x3_product_rounding(p.K);
+      EXPECT_TRUE(matches_reference(p, 2.0, double(0.1f), p.Y, bound)) << describe(a, info);
       // A mode that quietly ran plain TF32 (operands within 2^-11, not 2^-22) would pass the
       // loose per-element bound at small K but not this: its norm-wise error is ~2^10 times
       // larger on random data; a factor 16 leaves ample room for accumulation effects. (Only
@@ -162,6 +187,91 @@ TEST(Precision, Tf32x3WithinItsBoundAndFarBelowTf32) {
     }
   }
 }
+
+// 3xtf32 on the fused path (auto takes it there): within its derived bound at shapes that are
+// and are not multiples of its 128 x 128 x 32 tiles, through both of its kernels (one CTA per
+// tile, and the persistent split-K one that few-tile shapes take), with NaN and Inf reaching Y
+// as in fp32, and the same bits on every run.
+#ifdef FUSED_LINEAR_SM90A  // a CUDA build with the kernel (it skips on other GPUs)
+TEST(Precision, Tf32x3FusedHopperKernel) {
+  const std::string refusal = fused_tf32x3_refusal();
+  if (!refusal.empty()) GTEST_SKIP() << "the sm_90a 3xtf32 kernel " << refusal;
+  int& choice = FusedLinear::Impl::Sm90a::tf32x3_kernel_choice();
+  for (int kernel : {0, 1, 2}) {
+    choice = kernel;
+    for (auto shape : {std::array<std::int64_t, 3>{1, 4, 1}, {100, 76, 300}, {129, 1000, 257},
+                       {37, 300, 130}, {1024, 300, 2048}, {3, 4100, 5}}) {
+      P p(shape[0], shape[1], shape[2], 50 + kernel);
+      const Options options(kernel == 0 ? Algorithm::Auto : Algorithm::Fused, Precision::TF32x3);
+      const auto info = FusedLinear::linear_leaky_relu(p.X, p.W, p.b, p.Y, 2.f, 0.1f, options);
+      Kokkos::fence();
+      EXPECT_EQ(info.algorithm, Algorithm::Fused);
+      EXPECT_EQ(info.gemm, std::string("FusedLinear sm_90a wgmma 3xTF32 kernel"));
+      EXPECT_TRUE(matches_reference(p, 2.0, double(0.1f), p.Y, tf32x3_fused_product_rounding(p.K)))
+          << describe(options.algorithm, info) << ", kernel choice " << kernel;
+      auto first = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), p.Y);
+      p.poison();
+      FusedLinear::linear_leaky_relu(p.X, p.W, p.b, p.Y, 2.f, 0.1f, options);
+      auto again = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), p.Y);
+      EXPECT_EQ(std::memcmp(first.data(), again.data(), first.span() * sizeof(float)), 0)
+          << shape[0] << "x" << shape[1] << "x" << shape[2] << " kernel choice " << kernel;
+    }
+  }
+  choice = 0;
+
+  // Non-finite inputs. As in any 3xTF32, an infinite element meets the other operand's
+  // remainder in the cross terms (Inf * lo, lo of either sign or zero), so the outputs it reaches
+  // are Inf or NaN where fp32 gives +-Inf; NaN stays NaN; every other output is as accurate as
+  // ever (README). Asserted as exactly that.
+  P p(40, 300, 50, 9);
+  const float inf = std::numeric_limits<float>::infinity();
+  auto set = [](const P::Matrix& v, int i, int j, float value) {
+    auto h = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), v);
+    h(i, j) = value;
+    Kokkos::deep_copy(v, h);
+  };
+  set(p.X, 2, 5, std::numeric_limits<float>::quiet_NaN());
+  set(p.W, 7, 3, inf);
+  set(p.W, 9, 0, -inf);
+  FusedLinear::linear_leaky_relu(p.X, p.W, p.b, p.Y, 2.f, 0.1f,
+                                 Options(Algorithm::Fused, Precision::TF32x3));
+  Kokkos::fence();
+  auto y = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), p.Y);
+  auto ref = FusedLinear::reference_linear_leaky_relu(
+      Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), p.X),
+      Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), p.W),
+      Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), p.b), 2.0, double(0.1f));
+  for (std::int64_t i = 0; i < p.M; ++i)
+    for (std::int64_t j = 0; j < p.N; ++j) {
+      if (std::isnan(ref(i, j))) EXPECT_TRUE(std::isnan(y(i, j))) << i << "," << j;
+      if (std::isinf(ref(i, j))) EXPECT_FALSE(std::isfinite(y(i, j))) << i << "," << j;
+      if (std::isfinite(ref(i, j))) EXPECT_NEAR(y(i, j), ref(i, j), 1e-5 * (1 + std::abs(ref(i, j))));
+    }
+  EXPECT_TRUE(std::isnan(y(2, 0)));
+  EXPECT_FALSE(std::isfinite(y(5, 7)));
+
+  // What it does not take (W's rows not 16-byte aligned: K = 77; LayoutLeft) is refused by
+  // name when asked for, and auto runs the portable 3xtf32 instead.
+  P odd(33, 77, 41, 4);
+  const auto fallback = FusedLinear::linear_leaky_relu(odd.X, odd.W, odd.b, odd.Y, 2.f, 0.1f,
+                                                       Options(Algorithm::Auto, Precision::TF32x3));
+  Kokkos::fence();
+  EXPECT_EQ(fallback.algorithm, Algorithm::VendorLt);
+  EXPECT_TRUE(matches_reference(odd, 2.0, double(0.1f), odd.Y, tf32x3_product_rounding(odd.K)));
+  EXPECT_THROW(FusedLinear::linear_leaky_relu(odd.X, odd.W, odd.b, odd.Y, 2.f, 0.1f,
+                                              Options(Algorithm::Fused, Precision::TF32x3)),
+               std::invalid_argument);
+  Problem<float, Kokkos::LayoutLeft> left(33, 76, 41, 4);
+  try {
+    FusedLinear::linear_leaky_relu(left.X, left.W, left.b, left.Y, 2.f, 0.1f,
+                                   Options(Algorithm::Fused, Precision::TF32x3));
+    ADD_FAILURE() << "fused 3xtf32 on LayoutLeft did not throw";
+  } catch (const std::invalid_argument& e) {
+    EXPECT_NE(std::string(e.what()).find("LayoutRight"), std::string::npos) << e.what();
+  }
+}
+
+#endif
 
 // The point of 3xTF32 is fp32 accuracy at tensor-core speed: #4's target is a norm-wise error no
 // worse than strict fp32's on the reference model (1.5e-6 at 1024x8192x8192: x = torch.rand,
@@ -182,7 +292,9 @@ TEST(Precision, Tf32x3MeetsTheStrictFp32AccuracyTarget) {
   FusedLinear::linear_leaky_relu(p.X, p.W, p.b, p.Y, 2.f, 0.1f, Options(Algorithm::VendorLt));
   Kokkos::fence();
   const double strict_error = relative_error(p, p.Y);
-  for (Algorithm a : {Algorithm::VendorLt, Algorithm::Vendor, Algorithm::VendorPrefill}) {
+  std::vector<Algorithm> paths{Algorithm::VendorLt, Algorithm::Vendor, Algorithm::VendorPrefill};
+  if (fused_tf32x3_refusal().empty()) paths.push_back(Algorithm::Fused);  // the Hopper kernel
+  for (Algorithm a : paths) {
     p.poison();
     const auto info = FusedLinear::linear_leaky_relu(p.X, p.W, p.b, p.Y, 2.f, 0.1f, Options(a, Precision::TF32x3));
     Kokkos::fence();
