@@ -205,6 +205,12 @@ TYPED_TEST(LinearLeakyReLU, ReportsWhatRan) {
   EXPECT_EQ((FusedLinear::Impl::choose_algorithm<ExecSpace, Matrix, Matrix, Matrix>(
                 Rule::skinny_rows, 8192, 8192)),
             Algorithm::FusedSkinny);
+  EXPECT_EQ((FusedLinear::Impl::choose_algorithm<ExecSpace, Matrix, Matrix, Matrix>(
+                Rule::mid_rows, 2048, 2048)),
+            Algorithm::FusedSkinny);
+  EXPECT_EQ((FusedLinear::Impl::choose_algorithm<ExecSpace, Matrix, Matrix, Matrix>(
+                Rule::mid_rows + 1, 2048, 2048)),
+            large);
 
   // Mixed layouts: Kokkos Kernels would silently use its native gemm; we say so.
   using Other = std::conditional_t<std::is_same<Layout, Kokkos::LayoutRight>::value,

@@ -190,8 +190,8 @@ TEST(Precision, Tf32x3WithinItsBoundAndFarBelowTf32) {
 
 // 3xtf32 on the fused path (auto takes it there): within its derived bound at shapes that are
 // and are not multiples of its 128 x 128 x 32 tiles, through both of its kernels (one CTA per
-// tile, and the persistent split-K one that few-tile shapes take), with NaN and Inf reaching Y
-// as in fp32, and the same bits on every run.
+// tile, and the persistent split-K one that few-tile shapes take), and the same bits on every
+// run.
 #ifdef FUSED_LINEAR_SM90A  // a CUDA build with the kernel (it skips on other GPUs)
 TEST(Precision, Tf32x3FusedHopperKernel) {
   const std::string refusal = fused_tf32x3_refusal();
@@ -219,37 +219,6 @@ TEST(Precision, Tf32x3FusedHopperKernel) {
   }
   choice = 0;
 
-  // Non-finite inputs. As in any 3xTF32, an infinite element meets the other operand's
-  // remainder in the cross terms (Inf * lo, lo of either sign or zero), so the outputs it reaches
-  // are Inf or NaN where fp32 gives +-Inf; NaN stays NaN; every other output is as accurate as
-  // ever (README). Asserted as exactly that.
-  P p(40, 300, 50, 9);
-  const float inf = std::numeric_limits<float>::infinity();
-  auto set = [](const P::Matrix& v, int i, int j, float value) {
-    auto h = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), v);
-    h(i, j) = value;
-    Kokkos::deep_copy(v, h);
-  };
-  set(p.X, 2, 5, std::numeric_limits<float>::quiet_NaN());
-  set(p.W, 7, 3, inf);
-  set(p.W, 9, 0, -inf);
-  FusedLinear::linear_leaky_relu(p.X, p.W, p.b, p.Y, 2.f, 0.1f,
-                                 Options(Algorithm::Fused, Precision::TF32x3));
-  Kokkos::fence();
-  auto y = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), p.Y);
-  auto ref = FusedLinear::reference_linear_leaky_relu(
-      Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), p.X),
-      Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), p.W),
-      Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), p.b), 2.0, double(0.1f));
-  for (std::int64_t i = 0; i < p.M; ++i)
-    for (std::int64_t j = 0; j < p.N; ++j) {
-      if (std::isnan(ref(i, j))) EXPECT_TRUE(std::isnan(y(i, j))) << i << "," << j;
-      if (std::isinf(ref(i, j))) EXPECT_FALSE(std::isfinite(y(i, j))) << i << "," << j;
-      if (std::isfinite(ref(i, j))) EXPECT_NEAR(y(i, j), ref(i, j), 1e-5 * (1 + std::abs(ref(i, j))));
-    }
-  EXPECT_TRUE(std::isnan(y(2, 0)));
-  EXPECT_FALSE(std::isfinite(y(5, 7)));
-
   // What it does not take (W's rows not 16-byte aligned: K = 77; LayoutLeft) is refused by
   // name when asked for, and auto runs the portable 3xtf32 instead.
   P odd(33, 77, 41, 4);
@@ -272,6 +241,45 @@ TEST(Precision, Tf32x3FusedHopperKernel) {
 }
 
 #endif
+
+// Non-finite inputs, on every path that has 3xtf32. As in any 3xTF32, an infinite element
+// meets the other operand's remainder in the cross terms (Inf * lo, with lo of either sign or
+// zero), so an output it reaches is Inf or NaN where fp32 gives +-Inf; NaN stays NaN; every
+// other output is as accurate as ever (README). Asserted as exactly that.
+TEST(Precision, Tf32x3NonFiniteInputs) {
+  if (!lt_serves) GTEST_SKIP() << "3xtf32 needs cuBLASLt (CUDA builds)";
+  P p(40, 300, 50, 9);
+  const float inf = std::numeric_limits<float>::infinity();
+  auto set = [](const P::Matrix& v, int i, int j, float value) {
+    auto h = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), v);
+    h(i, j) = value;
+    Kokkos::deep_copy(v, h);
+  };
+  set(p.X, 2, 5, std::numeric_limits<float>::quiet_NaN());
+  set(p.W, 7, 3, inf);
+  set(p.W, 9, 0, -inf);
+  auto ref = FusedLinear::reference_linear_leaky_relu(
+      Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), p.X),
+      Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), p.W),
+      Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), p.b), 2.0, double(0.1f));
+  std::vector<Algorithm> paths{Algorithm::VendorLt, Algorithm::Vendor, Algorithm::VendorPrefill};
+  if (fused_tf32x3_refusal().empty()) paths.push_back(Algorithm::Fused);  // the Hopper kernel
+  for (Algorithm a : paths) {
+    p.poison();
+    FusedLinear::linear_leaky_relu(p.X, p.W, p.b, p.Y, 2.f, 0.1f, Options(a, Precision::TF32x3));
+    Kokkos::fence();
+    auto y = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), p.Y);
+    for (std::int64_t i = 0; i < p.M; ++i)
+      for (std::int64_t j = 0; j < p.N; ++j) {
+        if (std::isnan(ref(i, j))) EXPECT_TRUE(std::isnan(y(i, j))) << FusedLinear::to_string(a) << " " << i << "," << j;
+        if (std::isinf(ref(i, j))) EXPECT_FALSE(std::isfinite(y(i, j))) << FusedLinear::to_string(a) << " " << i << "," << j;
+        if (std::isfinite(ref(i, j)))
+          EXPECT_NEAR(y(i, j), ref(i, j), 1e-5 * (1 + std::abs(ref(i, j)))) << FusedLinear::to_string(a);
+      }
+    EXPECT_TRUE(std::isnan(y(2, 0))) << FusedLinear::to_string(a);
+    EXPECT_FALSE(std::isfinite(y(5, 7))) << FusedLinear::to_string(a);
+  }
+}
 
 // The point of 3xTF32 is fp32 accuracy at tensor-core speed: #4's target is a norm-wise error no
 // worse than strict fp32's on the reference model (1.5e-6 at 1024x8192x8192: x = torch.rand,

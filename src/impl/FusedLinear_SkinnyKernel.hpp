@@ -31,14 +31,16 @@ namespace Impl {
 /// reads it at shared-memory latency. Row blocks of one column block are adjacent in the
 /// league, so a second row block mostly reads W from L2. At the end the 32 lanes' partial sums
 /// are added in team scratch in lane order (deterministic; rows padded against bank
-/// conflicts) and the epilogue writes Y. One launch, no workspace.
+/// conflicts) and the epilogue writes Y. One launch; where tiles are few and K long, K is split
+/// across teams with an in-kernel fix-up (SkinnySplit).
 /// For M > 8 (float) a tall variant takes 16 rows and 1 step per chunk (64 accumulators + 16 W
 /// values): W is read once for 16 rows instead of twice.
 /// Why these values (H200, 2026-11-30, perf/RESULTS.md): they stay within the 128 registers
 /// that `min_teams` = 2 teams of 256 threads per SM allow, with no spills; 16 rows with 2 steps
 /// spilled and ran 1.2-1.7x slower at M = 1..64, 8 rows with 4 steps 1.3-1.5x slower. 16 rows
 /// with 1 step: 0.129 ms against 0.153 at M = 16, 0.238 against 0.277 at M = 32, but 0.093
-/// against 0.082 at M = 1 (half the W bytes in flight per chunk), hence the switch at M > 8.
+/// against 0.082 at M = 1 (half the W bytes in flight per chunk), hence the switch at M > 8
+/// (unless the tall teams would be at most one per SM: run_skinny).
 /// History: reading X from global memory at every step (16 dependent L2 round trips) took
 /// 0.57 ms at 16x8192x8192; now 0.129 ms, and 0.082 ms at M = 1 (3.3 TB/s of W, faster than
 /// cuBLAS's GEMV-like kernel).
@@ -458,15 +460,14 @@ class SkinnySplitScratch<Kokkos::Cuda, Scalar> {
   unsigned* m_arrivals = nullptr;
 };
 
-/// Teams of the skinny kernel resident at a time on the device (0 elsewhere: no split unless
-/// forced).
-template <class Kernel>
-std::int64_t resident_teams(const Kokkos::Cuda& exec) {
-  return std::int64_t(exec.cuda_device_prop().multiProcessorCount) * Kernel::Tiles::min_teams;
+/// The device's multiprocessors (0 where not known: no split unless forced, tall rows as
+/// M asks).
+inline std::int64_t multiprocessors(const Kokkos::Cuda& exec) {
+  return exec.cuda_device_prop().multiProcessorCount;
 }
 #endif
-template <class Kernel, class ExecSpace>
-std::int64_t resident_teams(const ExecSpace&) {
+template <class ExecSpace>
+std::int64_t multiprocessors(const ExecSpace&) {
   return 0;
 }
 
@@ -482,7 +483,8 @@ void run_skinny(const ExecSpace& exec, const XView& X, const WView& W, const BVi
     using Plain = SkinnyLinearKernel<ExecSpace, XView, WView, BView, YView, Vec, Tall>;
     using Split = SkinnyLinearKernel<ExecSpace, XView, WView, BView, YView, Vec, Tall, true>;
     const char* label = Vec ? "FusedLinear::fused_skinny[vectorized]" : "FusedLinear::fused_skinny";
-    const SkinnySplit split(Plain::tiles(M, N), Plain::chunks(K), resident_teams<Plain>(exec));
+    const SkinnySplit split(Plain::tiles(M, N), Plain::chunks(K),
+                            multiprocessors(exec) * Plain::Tiles::min_teams);
     if (split.splits == 1) {
       const Plain kernel{X, W, b, Y, ep, M, N, K};
       return Kokkos::parallel_for(label, kernel.policy(exec), kernel);
@@ -503,7 +505,15 @@ void run_skinny(const ExecSpace& exec, const XView& X, const WView& W, const BVi
       launch(std::false_type(), tall);
   };
   if constexpr (has_tall) {
-    if (M > Short::rows) return launch_rows(std::true_type());
+    // Tall rows read W once for 16 rows, but halve the teams: where that would leave at most one
+    // team per multiprocessor, the short rows run faster (H200: 128x1024x512 0.0166 ms against
+    // 0.0202, 16x4096x4096 0.050 against 0.062 split, 32x2048x2048 0.026 against 0.029; tall
+    // stays ahead from two teams per multiprocessor: 16x8192x8192 0.133 against 0.157,
+    // 128x4096x1024 0.062 against 0.070).
+    using Tall = SkinnyLinearKernel<ExecSpace, XView, WView, BView, YView, false, true>;
+    const std::int64_t sms = multiprocessors(exec);
+    if (M > Short::rows && !(sms > 0 && Tall::tiles(M, N) <= sms))
+      return launch_rows(std::true_type());
   }
   launch_rows(std::false_type());
 }
