@@ -123,7 +123,8 @@ struct ProfilingRegion {
 /// \param negative_slope  finite LeakyReLU slope for non-positive values
 /// \param options         algorithm (Algorithm::Auto by default) and precision (Strict by
 ///                        default; TF32 and TF32x3 need a vendor path with cuBLAS and float
-///                        Views, TF32x3 also cuBLASLt)
+///                        Views, TF32x3 also cuBLASLt; TF32x3 also runs fused on compute
+///                        capability 9.0 GPUs, which auto prefers)
 /// \return which path and which GEMM implementation ran, with the reason for any difference
 ///         from the request
 /// \throws std::invalid_argument naming the function and the problem for mismatched extents,

@@ -29,7 +29,8 @@ KOKKOS_INLINE_FUNCTION float tf32_round(float x) {
 /// x = hi + lo + e with hi = tf32_round(x), lo = tf32_round(x - hi) (x - hi is exact), so both
 /// parts are exact in TF32 whatever rounding the tensor cores apply to their inputs, and
 /// |e| <= 2^-11 |x - hi| <= 2^-22 |x|. Inf/NaN go to hi whole (lo = 0), so they reach Y
-/// through the hi.hi product exactly as in fp32.
+/// through hi.hi; an infinite hi also meets the other operand's lo in the cross terms, so an
+/// output fp32 makes +-Inf may come out NaN (any 3xTF32 does this; README).
 struct Tf32Split {
   float hi, lo;
   KOKKOS_INLINE_FUNCTION explicit Tf32Split(float x) : hi(tf32_round(x)), lo(0) {

@@ -149,13 +149,133 @@ __device__ __forceinline__ void load_split_w(uint32_t wtile_plus_base, uint32_t 
   }
 }
 
+// The barriers of the STAGES-deep ring: `full` completes when a stage's TMA bytes have landed
+// (one arrival + transaction bytes), `empty` when all 256 consumer threads have released it.
+__device__ __forceinline__ void init_ring(uint32_t bar_full, uint32_t bar_empty) {
+#pragma unroll
+  for (int s = 0; s < STAGES; ++s) {
+    mbar_init(bar_full + 8 * s, 1);
+    mbar_init(bar_empty + 8 * s, 256);
+  }
+  asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+}
+
+// The producer thread's set-up: tensor maps prefetched; W streamed once (evict first), X's parts
+// reused by every tile of a column (evict last).
+__device__ __forceinline__ void producer_setup(const CUtensorMap* tmW, const CUtensorMap* tmXh,
+                                               const CUtensorMap* tmXl, uint64_t& pol_w,
+                                               uint64_t& pol_x) {
+  asm volatile("prefetch.tensormap [%0];" ::"l"(reinterpret_cast<uint64_t>(tmW)) : "memory");
+  asm volatile("prefetch.tensormap [%0];" ::"l"(reinterpret_cast<uint64_t>(tmXh)) : "memory");
+  asm volatile("prefetch.tensormap [%0];" ::"l"(reinterpret_cast<uint64_t>(tmXl)) : "memory");
+  asm volatile("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;" : "=l"(pol_w));
+  asm volatile("createpolicy.fractional.L2::evict_last.b64 %0, 1.0;" : "=l"(pol_x));
+}
+
+// One stage's three TMA loads (W, X_hi, X_lo boxes of 32 k x 128 rows) onto its `full` barrier.
+__device__ __forceinline__ void load_stage(uint32_t sbase, uint32_t bar_full, int s, int k, int n0,
+                                           int m0, const CUtensorMap* tmW, const CUtensorMap* tmXh,
+                                           const CUtensorMap* tmXl, uint64_t pol_w,
+                                           uint64_t pol_x) {
+  const uint32_t fb = bar_full + 8 * s;
+  mbar_expect_tx(fb, STAGE_BYTES);
+  const uint32_t dst = sbase + s * STAGE_BYTES;
+  tma_load_2d(dst, tmW, fb, k, n0, pol_w);  // k may lie beyond K: TMA fills zeros
+  tma_load_2d(dst + TILE_BYTES, tmXh, fb, k, m0, pol_x);
+  tma_load_2d(dst + 2 * TILE_BYTES, tmXl, fb, k, m0, pol_x);
+}
+
+// One 32-k block of one 64x64 half: per k8, W_lo.X_hi, W_hi.X_lo, then W_hi.X_hi (the small
+// terms first); `fresh` = 0 starts a promotion range (scale-d = 0).
+__device__ __forceinline__ void issue_half(float (&acc)[32], const uint32_t (&hi)[16],
+                                           const uint32_t (&lo)[16], uint64_t dh, uint64_t dl,
+                                           uint32_t fresh) {
+#pragma unroll
+  for (int k8 = 0; k8 < 4; ++k8) {
+    const uint64_t off = (uint64_t)(k8 * 2);  // 32 bytes per k8 step, in 16-byte units
+    wgmma_m64n64k8_tf32_rs(acc, lo[k8 * 4 + 0], lo[k8 * 4 + 1], lo[k8 * 4 + 2], lo[k8 * 4 + 3],
+                           dh + off, k8 == 0 ? fresh : 1u);
+    wgmma_m64n64k8_tf32_rs(acc, hi[k8 * 4 + 0], hi[k8 * 4 + 1], hi[k8 * 4 + 2], hi[k8 * 4 + 3],
+                           dl + off, 1u);
+    wgmma_m64n64k8_tf32_rs(acc, hi[k8 * 4 + 0], hi[k8 * 4 + 1], hi[k8 * 4 + 2], hi[k8 * 4 + 3],
+                           dh + off, 1u);
+  }
+}
+
+// One 32-k block of the stage at `tile`, both 64x64 halves: commit groups A_j, B_j; after
+// committing A_j wait for B_{j-1} (whose stage is then released, `release`), after B_j wait
+// for A_j, so one group is always in flight while the other half is promoted (tot += acc) and
+// the wgmma pipeline never drains at a promotion point. Promotion ranges are PROMO blocks,
+// offset by PROMO/2 from the callers' unrolled loop bodies (i, a compile-time constant there),
+// so that every accumulator read follows, in straight-line code, the commit of the group it
+// waits for (ptxas serializes all wgmmas otherwise, C7514).
+template <int PROMO>
+__device__ __forceinline__ void mma_block(int i, uint32_t tile, uint32_t wbase, uint32_t g,
+                                          uint32_t fresh, bool release, uint32_t release_bar,
+                                          float (&acc_a)[32], float (&acc_b)[32],
+                                          float (&tot)[64], uint32_t (&hi)[16],
+                                          uint32_t (&lo)[16]) {
+  load_split_w(tile + wbase, g, hi, lo);
+  const uint64_t dh = make_desc_sw128(tile + TILE_BYTES);
+  const uint64_t dl = make_desc_sw128(tile + 2 * TILE_BYTES);
+  // ---- half A (m 0..63) ----
+  fence_regs(acc_a);
+  wgmma_fence();
+  issue_half(acc_a, hi, lo, dh, dl, fresh);
+  wgmma_commit();
+  fence_regs(acc_a);
+  wgmma_wait<1>();  // half B of the previous block is done -> its stage is free
+  fence_regs(acc_b);
+  if (release) mbar_arrive(release_bar);
+  if (i == PROMO / 2) {  // the previous block ended a range
+#pragma unroll
+    for (int q = 0; q < 32; ++q) tot[32 + q] += acc_b[q];
+  }
+  // ---- half B (m 64..127): B rows start 64*128 bytes = 512 descriptor units further ----
+  fence_regs(acc_b);
+  wgmma_fence();
+  issue_half(acc_b, hi, lo, dh + 512, dl + 512, fresh);
+  wgmma_commit();
+  fence_regs(acc_b);
+  wgmma_wait<1>();  // half A of this block is done
+  fence_regs(acc_a);
+  if (i == PROMO / 2 - 1) {  // this block ends a range
+#pragma unroll
+    for (int q = 0; q < 32; ++q) tot[q] += acc_a[q];
+  }
+}
+
+// The epilogue of a consumer thread's 64 sums (rows n of W, columns m of X): the library's
+// functor, masked at the edges of Y.
+__device__ __forceinline__ void store_tile(const float (&tot)[64], int m0, int n0, int cw, int warp,
+                                           uint32_t g, uint32_t t, int M, int N,
+                                           const float* __restrict__ bias, float multiplier,
+                                           float slope, float* __restrict__ Y, int ldy) {
+  const LeakyReLUEpilogue<float> ep{multiplier, slope};
+  const int nr0 = n0 + cw * 64 + warp * 16 + (int)g;
+  const int nr1 = nr0 + 8;
+  const float b0 = (bias != nullptr && nr0 < N) ? __ldg(bias + nr0) : 0.f;
+  const float b1 = (bias != nullptr && nr1 < N) ? __ldg(bias + nr1) : 0.f;
+#pragma unroll
+  for (int j = 0; j < 16; ++j) {
+    const int mc = m0 + j * 8 + 2 * (int)t;
+#pragma unroll
+    for (int q = 0; q < 4; ++q) {
+      const int m = mc + (q & 1);
+      const int n = (q & 2) ? nr1 : nr0;
+      const float v = ep(tot[j * 4 + q], (q & 2) ? b1 : b0);
+      if (m < M && n < N) Y[(size_t)m * (size_t)ldy + (size_t)n] = v;
+    }
+  }
+}
+
 // ---- Kernel 1: one CTA per 128x128 tile (hardware scheduling); best when there are many tiles. ----
 template <int PROMO>
 __global__ void __launch_bounds__(THREADS, 1)
     tf32x3_gemm_tile_kernel(const __grid_constant__ CUtensorMap tmW, const __grid_constant__ CUtensorMap tmXh,
                        const __grid_constant__ CUtensorMap tmXl, int M, int N, int K,
                        const float* __restrict__ bias, float multiplier, float slope,
-                       float* __restrict__ Y, int ldy, int w_evict_normal) {
+                       float* __restrict__ Y, int ldy) {
   extern __shared__ uint8_t smem_raw[];
   uint8_t* smem = reinterpret_cast<uint8_t*>((reinterpret_cast<uintptr_t>(smem_raw) + 1023) &
                                              ~static_cast<uintptr_t>(1023));
@@ -168,39 +288,19 @@ __global__ void __launch_bounds__(THREADS, 1)
   const int n0 = blockIdx.y * BN;
   const int wg = __shfl_sync(0xffffffffu, (int)(threadIdx.x / 128), 0);  // warp-uniform for ptxas
 
-  if (threadIdx.x == 0) {
-#pragma unroll
-    for (int s = 0; s < STAGES; ++s) {
-      mbar_init(bar_full + 8 * s, 1);
-      mbar_init(bar_empty + 8 * s, 256);
-    }
-    asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
-  }
+  if (threadIdx.x == 0) init_ring(bar_full, bar_empty);
   __syncthreads();
 
   if (wg == 0) {
     // ---------------- producer ----------------
     asm volatile("setmaxnreg.dec.sync.aligned.u32 40;\n" ::: "memory");
     if (threadIdx.x == 0) {
-      asm volatile("prefetch.tensormap [%0];" ::"l"(reinterpret_cast<uint64_t>(&tmW)) : "memory");
-      asm volatile("prefetch.tensormap [%0];" ::"l"(reinterpret_cast<uint64_t>(&tmXh)) : "memory");
-      asm volatile("prefetch.tensormap [%0];" ::"l"(reinterpret_cast<uint64_t>(&tmXl)) : "memory");
-      uint64_t pol_first, pol_last;
-      if (w_evict_normal)
-        asm volatile("createpolicy.fractional.L2::evict_normal.b64 %0, 1.0;" : "=l"(pol_first));
-      else
-        asm volatile("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;" : "=l"(pol_first));
-      asm volatile("createpolicy.fractional.L2::evict_last.b64 %0, 1.0;" : "=l"(pol_last));
+      uint64_t pol_w, pol_x;
+      producer_setup(&tmW, &tmXh, &tmXl, pol_w, pol_x);
       for (int kb = 0; kb < nkb; ++kb) {
         const int s = kb % STAGES;
         if (kb >= STAGES) mbar_wait<true>(bar_empty + 8 * s, ((kb / STAGES) - 1) & 1);
-        const uint32_t fb = bar_full + 8 * s;
-        mbar_expect_tx(fb, STAGE_BYTES);
-        const uint32_t dst = sbase + s * STAGE_BYTES;
-        const int k = kb * BK;
-        tma_load_2d(dst, &tmW, fb, k, n0, pol_first);
-        tma_load_2d(dst + TILE_BYTES, &tmXh, fb, k, m0, pol_last);
-        tma_load_2d(dst + 2 * TILE_BYTES, &tmXl, fb, k, m0, pol_last);
+        load_stage(sbase, bar_full, s, kb * BK, n0, m0, &tmW, &tmXh, &tmXl, pol_w, pol_x);
       }
     }
   } else {
@@ -223,59 +323,14 @@ __global__ void __launch_bounds__(THREADS, 1)
     for (int i = 0; i < 64; ++i) tot[i] = 0.f;
     uint32_t hiA[16], loA[16], hiB[16], loB[16];
 
-    auto issue_half = [&](float(&acc)[32], const uint32_t(&hi)[16], const uint32_t(&lo)[16],
-                          uint64_t dh, uint64_t dl, uint32_t fresh) {
-#pragma unroll
-      for (int k8 = 0; k8 < 4; ++k8) {
-        const uint64_t off = (uint64_t)(k8 * 2);  // 32 bytes per k8 step, in 16-byte units
-        wgmma_m64n64k8_tf32_rs(acc, lo[k8 * 4 + 0], lo[k8 * 4 + 1], lo[k8 * 4 + 2], lo[k8 * 4 + 3],
-                               dh + off, k8 == 0 ? fresh : 1u);
-        wgmma_m64n64k8_tf32_rs(acc, hi[k8 * 4 + 0], hi[k8 * 4 + 1], hi[k8 * 4 + 2], hi[k8 * 4 + 3],
-                               dl + off, 1u);
-        wgmma_m64n64k8_tf32_rs(acc, hi[k8 * 4 + 0], hi[k8 * 4 + 1], hi[k8 * 4 + 2], hi[k8 * 4 + 3],
-                               dh + off, 1u);
-      }
-    };
 
-    // Block schedule: commit groups A_0 B_0 A_1 B_1 ...; after committing A_kb we wait for B_{kb-1},
-    // after committing B_kb we wait for A_kb, so one group is always in flight while the other
-    // half is promoted. Promotion ranges are PROMO blocks, offset by PROMO/2 from the loop body so
-    // that every accumulator read follows, in straight-line code, the commit of the group it
-    // waits for (ptxas serializes all wgmmas otherwise, C7514). nkb is rounded up to a multiple of
-    // PROMO; the extra k-blocks are zero-filled by TMA (out of bounds).
+    // nkb is rounded up to a multiple of PROMO; the extra k-blocks are zero-filled by TMA.
     auto step = [&](int kb, int i, uint32_t(&hi)[16], uint32_t(&lo)[16]) {
       const int s = kb % STAGES;
       mbar_wait<false>(bar_full + 8 * s, (kb / STAGES) & 1);
-      const uint32_t tile = sbase + s * STAGE_BYTES;
-      load_split_w(tile + wbase, g, hi, lo);
-      const uint64_t dh = make_desc_sw128(tile + TILE_BYTES);
-      const uint64_t dl = make_desc_sw128(tile + 2 * TILE_BYTES);
       const uint32_t fresh = (i == PROMO / 2 || kb == 0) ? 0u : 1u;
-      // ---- half A (m 0..63) ----
-      fence_regs(acc_a);
-      wgmma_fence();
-      issue_half(acc_a, hi, lo, dh, dl, fresh);
-      wgmma_commit();
-      fence_regs(acc_a);
-      wgmma_wait<1>();  // half B of block kb-1 is done -> stage kb-1 is free
-      fence_regs(acc_b);
-      if (kb > 0) mbar_arrive(bar_empty + 8 * ((kb - 1) % STAGES));
-      if (i == PROMO / 2) {  // block kb-1 ended a range (compile-time condition)
-#pragma unroll
-        for (int q = 0; q < 32; ++q) tot[32 + q] += acc_b[q];
-      }
-      // ---- half B (m 64..127): B rows start 64*128 bytes = 512 descriptor units further ----
-      fence_regs(acc_b);
-      wgmma_fence();
-      issue_half(acc_b, hi, lo, dh + 512, dl + 512, fresh);
-      wgmma_commit();
-      fence_regs(acc_b);
-      wgmma_wait<1>();  // half A of block kb is done
-      fence_regs(acc_a);
-      if (i == PROMO / 2 - 1) {  // block kb ends a range (compile-time condition)
-#pragma unroll
-        for (int q = 0; q < 32; ++q) tot[q] += acc_a[q];
-      }
+      mma_block<PROMO>(i, sbase + s * STAGE_BYTES, wbase, g, fresh, kb > 0,
+                       bar_empty + 8 * ((kb + STAGES - 1) % STAGES), acc_a, acc_b, tot, hi, lo);
     };
 
     for (int kb0 = 0; kb0 < nkb; kb0 += PROMO) {
@@ -296,22 +351,7 @@ __global__ void __launch_bounds__(THREADS, 1)
     }
 
     // ---------------- epilogue ----------------
-    const int nr0 = n0 + cw * 64 + warp * 16 + (int)g;
-    const int nr1 = nr0 + 8;
-    const float b0 = (bias != nullptr && nr0 < N) ? __ldg(bias + nr0) : 0.f;
-    const float b1 = (bias != nullptr && nr1 < N) ? __ldg(bias + nr1) : 0.f;
-#pragma unroll
-    for (int j = 0; j < 16; ++j) {
-      const int mc = m0 + j * 8 + 2 * (int)t;
-#pragma unroll
-      for (int q = 0; q < 4; ++q) {
-        const int m = mc + (q & 1);
-        const int n = (q & 2) ? nr1 : nr0;
-        const float b = (q & 2) ? b1 : b0;
-        const float v = LeakyReLUEpilogue<float>{multiplier, slope}(tot[j * 4 + q], b);
-        if (m < M && n < N) Y[(size_t)m * (size_t)ldy + (size_t)n] = v;
-      }
-    }
+    store_tile(tot, m0, n0, cw, warp, g, t, M, N, bias, multiplier, slope, Y, ldy);
   }
 }
 
@@ -389,7 +429,7 @@ __global__ void __launch_bounds__(THREADS, 1)
                        const __grid_constant__ CUtensorMap tmXl, const Sched S, int M, int N,
                        const float* __restrict__ bias, float multiplier, float slope,
                        float* __restrict__ Y, int ldy, float* __restrict__ partials,
-                       unsigned* __restrict__ flags, int w_evict_normal) {
+                       unsigned* __restrict__ flags) {
   extern __shared__ uint8_t smem_raw[];
   uint8_t* smem = reinterpret_cast<uint8_t*>((reinterpret_cast<uintptr_t>(smem_raw) + 1023) &
                                              ~static_cast<uintptr_t>(1023));
@@ -401,12 +441,7 @@ __global__ void __launch_bounds__(THREADS, 1)
   const int wg = __shfl_sync(0xffffffffu, (int)(threadIdx.x / 128), 0);  // warp-uniform for ptxas
 
   if (threadIdx.x == 0) {
-#pragma unroll
-    for (int s = 0; s < STAGES; ++s) {
-      mbar_init(bar_full + 8 * s, 1);
-      mbar_init(bar_empty + 8 * s, 256);
-    }
-    asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+    init_ring(bar_full, bar_empty);
     compute_segments(S, cta, seginfo);
   }
   __syncthreads();
@@ -415,15 +450,8 @@ __global__ void __launch_bounds__(THREADS, 1)
     // ---------------- producer ----------------
     asm volatile("setmaxnreg.dec.sync.aligned.u32 24;\n" ::: "memory");
     if (threadIdx.x == 0) {
-      asm volatile("prefetch.tensormap [%0];" ::"l"(reinterpret_cast<uint64_t>(&tmW)) : "memory");
-      asm volatile("prefetch.tensormap [%0];" ::"l"(reinterpret_cast<uint64_t>(&tmXh)) : "memory");
-      asm volatile("prefetch.tensormap [%0];" ::"l"(reinterpret_cast<uint64_t>(&tmXl)) : "memory");
-      uint64_t pol_first, pol_last;
-      if (w_evict_normal)
-        asm volatile("createpolicy.fractional.L2::evict_normal.b64 %0, 1.0;" : "=l"(pol_first));
-      else
-        asm volatile("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;" : "=l"(pol_first));
-      asm volatile("createpolicy.fractional.L2::evict_last.b64 %0, 1.0;" : "=l"(pol_last));
+      uint64_t pol_w, pol_x;
+      producer_setup(&tmW, &tmXh, &tmXl, pol_w, pol_x);
       int it = 0;
       const int ns = seginfo->ndp + seginfo->nsk;
       for (int idx = 0; idx < ns; ++idx) {
@@ -434,13 +462,7 @@ __global__ void __launch_bounds__(THREADS, 1)
         for (int kb = ub * PROMO; kb < ue * PROMO; ++kb, ++it) {
           const int s = it % STAGES;
           if (it >= STAGES) mbar_wait<true>(bar_empty + 8 * s, ((it / STAGES) - 1) & 1);
-          const uint32_t fb = bar_full + 8 * s;
-          mbar_expect_tx(fb, STAGE_BYTES);
-          const uint32_t dst = sbase + s * STAGE_BYTES;
-          const int k = kb * BK;  // may lie beyond K: TMA fills zeros
-          tma_load_2d(dst, &tmW, fb, k, n0, pol_first);
-          tma_load_2d(dst + TILE_BYTES, &tmXh, fb, k, m0, pol_last);
-          tma_load_2d(dst + 2 * TILE_BYTES, &tmXl, fb, k, m0, pol_last);
+          load_stage(sbase, bar_full, s, kb * BK, n0, m0, &tmW, &tmXh, &tmXl, pol_w, pol_x);
         }
       }
     }
@@ -461,57 +483,13 @@ __global__ void __launch_bounds__(THREADS, 1)
     uint32_t hiA[16], loA[16], hiB[16], loB[16];
     int it = 0;  // ring position, same sequence as the producer
 
-    auto issue_half = [&](float(&acc)[32], const uint32_t(&hi)[16], const uint32_t(&lo)[16],
-                          uint64_t dh, uint64_t dl, uint32_t fresh) {
-#pragma unroll
-      for (int k8 = 0; k8 < 4; ++k8) {
-        const uint64_t off = (uint64_t)(k8 * 2);  // 32 bytes per k8 step, in 16-byte units
-        wgmma_m64n64k8_tf32_rs(acc, lo[k8 * 4 + 0], lo[k8 * 4 + 1], lo[k8 * 4 + 2], lo[k8 * 4 + 3],
-                               dh + off, k8 == 0 ? fresh : 1u);
-        wgmma_m64n64k8_tf32_rs(acc, hi[k8 * 4 + 0], hi[k8 * 4 + 1], hi[k8 * 4 + 2], hi[k8 * 4 + 3],
-                               dl + off, 1u);
-        wgmma_m64n64k8_tf32_rs(acc, hi[k8 * 4 + 0], hi[k8 * 4 + 1], hi[k8 * 4 + 2], hi[k8 * 4 + 3],
-                               dh + off, 1u);
-      }
-    };
 
-    // Commit groups A_j B_j per block; after committing A_j wait for B_{j-1}, after B_j wait for A_j:
-    // one group is always in flight while the other half is promoted. Promotion ranges are PROMO
-    // blocks, offset by PROMO/2 from the unrolled loop body so that every accumulator read follows,
-    // in straight-line code, the commit of the group it waits for (else ptxas serializes, C7514).
     auto step = [&](bool first, int i, uint32_t(&hi)[16], uint32_t(&lo)[16]) {
       const int s = it % STAGES;
       mbar_wait<false>(bar_full + 8 * s, (it / STAGES) & 1);
-      const uint32_t tile = sbase + s * STAGE_BYTES;
-      load_split_w(tile + wbase, g, hi, lo);
-      const uint64_t dh = make_desc_sw128(tile + TILE_BYTES);
-      const uint64_t dl = make_desc_sw128(tile + 2 * TILE_BYTES);
       const uint32_t fresh = (i == PROMO / 2 || first) ? 0u : 1u;
-      // ---- half A (m 0..63) ----
-      fence_regs(acc_a);
-      wgmma_fence();
-      issue_half(acc_a, hi, lo, dh, dl, fresh);
-      wgmma_commit();
-      fence_regs(acc_a);
-      wgmma_wait<1>();  // half B of the previous block is done -> its stage is free
-      fence_regs(acc_b);
-      if (!first) mbar_arrive(bar_empty + 8 * ((it + STAGES - 1) % STAGES));
-      if (i == PROMO / 2) {  // previous block ended a range (compile-time condition)
-#pragma unroll
-        for (int q = 0; q < 32; ++q) tot[32 + q] += acc_b[q];
-      }
-      // ---- half B (m 64..127): B rows start 64*128 bytes = 512 descriptor units further ----
-      fence_regs(acc_b);
-      wgmma_fence();
-      issue_half(acc_b, hi, lo, dh + 512, dl + 512, fresh);
-      wgmma_commit();
-      fence_regs(acc_b);
-      wgmma_wait<1>();  // half A of this block is done
-      fence_regs(acc_a);
-      if (i == PROMO / 2 - 1) {  // this block ends a range (compile-time condition)
-#pragma unroll
-        for (int q = 0; q < 32; ++q) tot[q] += acc_a[q];
-      }
+      mma_block<PROMO>(i, sbase + s * STAGE_BYTES, wbase, g, fresh, !first,
+                       bar_empty + 8 * ((it + STAGES - 1) % STAGES), acc_a, acc_b, tot, hi, lo);
       ++it;
     };
 
@@ -579,24 +557,8 @@ __global__ void __launch_bounds__(THREADS, 1)
         }
       }
       // ---------------- epilogue ----------------
-      const int m0 = (tile % S.gx) * BM;
-      const int n0 = (tile / S.gx) * BN;
-      const int nr0 = n0 + cw * 64 + warp * 16 + (int)g;
-      const int nr1 = nr0 + 8;
-      const float b0 = (bias != nullptr && nr0 < N) ? __ldg(bias + nr0) : 0.f;
-      const float b1 = (bias != nullptr && nr1 < N) ? __ldg(bias + nr1) : 0.f;
-#pragma unroll
-      for (int j = 0; j < 16; ++j) {
-        const int mc = m0 + j * 8 + 2 * (int)t;
-#pragma unroll
-        for (int q = 0; q < 4; ++q) {
-          const int m = mc + (q & 1);
-          const int n = (q & 2) ? nr1 : nr0;
-          const float b = (q & 2) ? b1 : b0;
-          const float v = LeakyReLUEpilogue<float>{multiplier, slope}(tot[j * 4 + q], b);
-          if (m < M && n < N) Y[(size_t)m * (size_t)ldy + (size_t)n] = v;
-        }
-      }
+      store_tile(tot, (tile % S.gx) * BM, (tile / S.gx) * BN, cw, warp, g, t, M, N, bias,
+                 multiplier, slope, Y, ldy);
     }
   }
 }
@@ -678,7 +640,7 @@ static cudaError_t launch_tile(cudaStream_t stream, const CUtensorMap& mW, const
   if (e != cudaSuccess) return e;
   const dim3 grid((unsigned)((M + BM - 1) / BM), (unsigned)((N + BN - 1) / BN));
   tf32x3_gemm_tile_kernel<PROMO><<<grid, THREADS, SMEM_BYTES, stream>>>(mW, mXh, mXl, M, N, K, bias, multiplier,
-                                                                         slope, Y, ldy, 0);
+                                                                         slope, Y, ldy);
   return cudaGetLastError();
 }
 
@@ -725,7 +687,7 @@ static cudaError_t launch_persistent(int num_sms, cudaStream_t stream, const CUt
   if (e != cudaSuccess) return e;
   const Sched S = make_sched(M, N, K, PROMO, num_sms);
   tf32x3_gemm_persistent_kernel<PROMO><<<S.P, THREADS, SMEM_BYTES, stream>>>(
-      mW, mXh, mXl, S, M, N, bias, multiplier, slope, Y, ldy, partials, flags, 0);
+      mW, mXh, mXl, S, M, N, bias, multiplier, slope, Y, ldy, partials, flags);
   return cudaGetLastError();
 }
 
