@@ -13,6 +13,8 @@
 #include <iomanip>
 #include <iostream>
 #include <limits>
+#include <numeric>
+#include <random>
 #include <sstream>
 #include <stdexcept>
 #include <string>
@@ -83,7 +85,8 @@ void print_usage(std::ostream& os) {
         "                      (those too, and fused on Hopper GPUs)\n"
         "  --warmup N          untimed calls per path after the checked one, and at least\n"
         "                      100 ms of them (default 5)\n"
-        "  --reps N            timed calls per path, each timed alone (default 30): CUDA events\n"
+        "  --reps N            timed calls per path (default 30), in rounds of one call of\n"
+        "                      each path in a random order, each timed alone: CUDA events\n"
         "                      around the call on CUDA (as the PyTorch peers), else fences\n"
         "  --seed S            random seed (default: from the clock; printed)\n"
         "  --check-rows R      rows checked against the float64 host reference (default: all\n"
@@ -336,39 +339,58 @@ std::vector<Result> run(const Config& c) {
 
   const double flops = 2.0 * double(M) * double(N) * double(K);
   const double bytes = sizeof(Scalar) * (double(M) * K + double(N) * K + N + double(M) * N);
+  const auto call = [&](Algorithm a) {
+    return FusedLinear::linear_leaky_relu(ExecSpace(), X, W, b, Y, Scalar(c.multiplier),
+                                          Scalar(c.slope), FusedLinear::Options(a, c.precision));
+  };
   std::vector<Result> results;
   for (const Algorithm a : c.algorithms) {
-    const auto call = [&] {
-      return FusedLinear::linear_leaky_relu(ExecSpace(), X, W, b, Y, Scalar(c.multiplier),
-                                            Scalar(c.slope), FusedLinear::Options(a, c.precision));
-    };
     Result r{a, {}, {}, 0, 0, 0, 0};
     // Checked call: an element the path never writes keeps the NaN and is counted.
     Kokkos::deep_copy(Y, std::numeric_limits<Scalar>::quiet_NaN());
-    r.info = call();
+    r.info = call(a);
     Kokkos::fence();
     Kokkos::deep_copy(y_host, Y);
     r.accuracy = compare(y_host, rows, ref);
+    results.push_back(r);
+  }
 
-    // Warm-up: at least --warmup calls and 100 ms, so that the GPU's clocks have ramped up again
-    // after the host-side checks (without it the first paths timed ran up to 7% slow).
-    {
-      Kokkos::Timer warm;
-      for (int i = 0; i < c.warmup || warm.seconds() < 0.1; ++i) {
-        call();
-        if (i % 16 == 15) Kokkos::fence();  // bound the queue: the timer must see the GPU's time
-      }
-      Kokkos::fence();
+  // Warm-up: at least --warmup calls of each path and 100 ms, so that the GPU's clocks have
+  // ramped up again after the host-side checks (without it the first paths timed ran up to 7%
+  // slow).
+  {
+    Kokkos::Timer warm;
+    for (int i = 0; i < c.warmup || warm.seconds() < 0.1; ++i) {
+      for (const Algorithm a : c.algorithms) call(a);
+      if (i % 16 == 15) Kokkos::fence();  // bound the queue: the timer must see the GPU's time
     }
-    std::vector<double> ms(c.reps);
-    for (double& t : ms) t = time_one_call(call);
-    std::sort(ms.begin(), ms.end());
+    Kokkos::fence();
+  }
+  // Timed in rounds, each path once per round, in a fresh random order each round: a drift of
+  // the GPU's clocks or of the host touches every path alike, and no path always follows the
+  // same one, so paths that run the same kernel time alike. (Timed one path after the other,
+  // auto and fused_skinny at 128x1024x512 once differed by 7.7%; in rounds of one fixed order
+  // or its rotations, where auto always followed the two fused kernels, auto and vendor_lt
+  // differed by 8.5% at 64x8192x8192 and 19% at 128x4096x1024.)
+  const std::size_t paths = results.size();
+  std::vector<std::vector<double>> ms(paths, std::vector<double>(c.reps));
+  std::vector<std::size_t> order(paths);
+  std::iota(order.begin(), order.end(), std::size_t(0));
+  std::mt19937_64 shuffle(c.seed);
+  for (int rep = 0; rep < c.reps; ++rep) {
+    std::shuffle(order.begin(), order.end(), shuffle);
+    for (const std::size_t i : order)
+      ms[i][rep] = time_one_call([&] { return call(results[i].requested); });
+  }
+  for (std::size_t i = 0; i < paths; ++i) {
+    std::vector<double>& t = ms[i];
+    Result& r = results[i];
+    std::sort(t.begin(), t.end());
     // The upper median, times[n/2], as torch_peers.py takes it: ratios compare like with like.
-    r.median_ms = ms[ms.size() / 2];
-    r.min_ms = ms.front();
+    r.median_ms = t[t.size() / 2];
+    r.min_ms = t.front();
     r.gflops = flops / (r.median_ms * 1e-3) / 1e9;
     r.gbs = bytes / (r.median_ms * 1e-3) / 1e9;
-    results.push_back(r);
   }
   return results;
 }
