@@ -4,10 +4,11 @@
 #ifndef FUSED_LINEAR_HPP
 #define FUSED_LINEAR_HPP
 
-#include "FusedLinear_Epilogue.hpp"
-#include "FusedLinear_LinearLeakyReLU.hpp"
-#include "FusedLinear_Reference.hpp"
-#include "FusedLinear_Types.hpp"
-#include "FusedLinear_Version.hpp"
+#include "FusedLinear/Epilogue.hpp"
+#include "FusedLinear/LinearLeakyReLU.hpp"
+#include "FusedLinear/Plan.hpp"
+#include "FusedLinear/Reference.hpp"
+#include "FusedLinear/Types.hpp"
+#include "FusedLinear/Version.hpp"
 
 #endif

@@ -1,40 +1,40 @@
 // SPDX-License-Identifier: Apache-2.0
-#ifndef FUSED_LINEAR_IMPL_CUBLASLT_HPP
-#define FUSED_LINEAR_IMPL_CUBLASLT_HPP
+/// \file CublasLt.hpp
+/// cuBLASLt, called directly by the vendor_lt path and the vendor 3xTF32 products. Built when
+/// the CMake package found CUDA's cublasLt (it defines FUSED_LINEAR_ENABLE_CUBLASLT on CUDA
+/// builds).
+///
+/// Why beside KokkosBlas::gemm: cuBLASLt takes the stream, the compute type (TF32 without touching
+/// a shared handle's math mode), the operands' alignment and a bias epilogue per descriptor; it
+/// is also what PyTorch's Linear calls. On an H200 it picks the same fp32 SIMT kernel as Kokkos
+/// Kernels' cublasSgemm at the large shapes, and is up to 5% faster at some others.
+///
+/// A plan owns its handle and its descriptors (made once, with the heuristic's choice, when the
+/// plan is made: the query costs more than a small product); nothing here is process-wide.
+#ifndef FUSED_LINEAR_IMPL_CUDA_CUBLASLT_HPP
+#define FUSED_LINEAR_IMPL_CUDA_CUBLASLT_HPP
 
-// The vendor_lt path: the product through cuBLASLt, called directly. Built when the CMake
-// package found CUDA's cublasLt (it defines FUSED_LINEAR_ENABLE_CUBLASLT on CUDA builds).
-//
-// Why beside KokkosBlas::gemm: cuBLASLt takes the stream, the compute type (TF32 without touching
-// a shared handle's math mode) and the operands' alignment per call, and its plans are cached
-// per shape here; it is also what PyTorch's Linear calls. On an H200 it picks the same fp32 SIMT
-// kernel as Kokkos Kernels' legacy cublasSgemm at the large shapes, and is up to 5% faster at
-// some others (perf/RESULTS.md).
+#include <Kokkos_Core.hpp>  // KOKKOS_ENABLE_CUDA
+
 #if defined(FUSED_LINEAR_ENABLE_CUBLASLT) && defined(KOKKOS_ENABLE_CUDA)
 #define FUSED_LINEAR_CUBLASLT 1
 
 #include <algorithm>
 #include <cstdint>
-#include <map>
-#include <memory>
-#include <mutex>
 #include <stdexcept>
 #include <string>
-#include <tuple>
 #include <type_traits>
 #include <utility>
 
 #include <cublasLt.h>
 #include <cuda_runtime.h>
 
-#include <Kokkos_Core.hpp>
-
 namespace FusedLinear {
 namespace Impl {
 
 [[noreturn]] inline void cublaslt_fail(const char* what, int status) {
-  throw std::runtime_error(std::string("FusedLinear::linear_leaky_relu: cuBLASLt cannot ") + what +
-                           " (status " + std::to_string(status) + ")");
+  throw std::runtime_error(std::string("FusedLinear: cuBLASLt cannot ") + what + " (status " +
+                           std::to_string(status) + ")");
 }
 inline void lt_check(cublasStatus_t s, const char* what) {
   if (s != CUBLAS_STATUS_SUCCESS) cublaslt_fail(what, int(s));
@@ -52,11 +52,6 @@ struct LtProblem {
   int align_a, align_b, align_c;
   // Strided batch: `batch` products, operand i at A + i * stride_a etc. (1: a single product).
   std::int64_t batch, stride_a, stride_b, stride_c;
-  auto tie() const {
-    return std::tie(m, n, k, lda, ldb, ldc, trans_a, trans_b, is_double, tf32, bias, align_a,
-                    align_b, align_c, batch, stride_a, stride_b, stride_c);
-  }
-  bool operator<(const LtProblem& o) const { return tie() < o.tie(); }
 };
 
 /// Descriptors and the heuristic's algorithm for one LtProblem (created once, then reused:
@@ -166,105 +161,20 @@ class LtPlan {
   std::size_t m_workspace = 0;
 };
 
-/// The process's cuBLASLt handle and plan cache: created on first use, released at
-/// Kokkos::finalize (a handle must not outlive the CUDA context Kokkos tears down).
-class CublasLt {
+/// A cuBLASLt handle, owned (made and destroyed) by one plan.
+class LtHandle {
  public:
-  static CublasLt& instance() {
-    std::lock_guard<std::mutex> lock(mutex());
-    std::unique_ptr<CublasLt>& self = slot();
-    if (!self) {
-      self.reset(new CublasLt());
-      Kokkos::push_finalize_hook([] {
-        std::lock_guard<std::mutex> guard(mutex());
-        slot().reset();
-      });
-    }
-    return *self;
+  LtHandle() { lt_check(cublasLtCreate(&m_handle), "create its handle"); }
+  ~LtHandle() {
+    if (m_handle) cublasLtDestroy(m_handle);
   }
-  ~CublasLt() {
-    m_plans.clear();
-    cublasLtDestroy(m_handle);
-    cudaMemPoolDestroy(m_pool);
-  }
-
-  /// Stream-ordered scratch memory: usable by work enqueued on `stream` after this call, and
-  /// by nothing else, so calls on different streams never share it. From a pool of our own
-  /// that keeps its memory between calls (a fenced loop would otherwise map and unmap it each
-  /// time); the pool is released at Kokkos::finalize.
-  void* allocate(std::size_t bytes, cudaStream_t stream) {
-    void* p = nullptr;
-    if (bytes > 0)
-      lt_check(cudaMallocFromPoolAsync(&p, bytes, m_pool, stream), "allocate workspace");
-    return p;
-  }
-  static void release(void* p, cudaStream_t stream) {
-    if (p != nullptr) cudaFreeAsync(p, stream);
-  }
-
-  /// C = alpha * op(A) * op(B) + beta * C (column-major), on `stream`.
-  template <class Scalar>
-  void matmul(cudaStream_t stream, const LtProblem& p, Scalar alpha, const Scalar* A,
-              const Scalar* B, Scalar beta, Scalar* C, const Scalar* bias = nullptr);
+  LtHandle(const LtHandle&) = delete;
+  LtHandle& operator=(const LtHandle&) = delete;
+  cublasLtHandle_t get() const { return m_handle; }
 
  private:
-  CublasLt() {
-    int device = 0;
-    lt_check(cudaGetDevice(&device), "query the device");
-    cudaMemPoolProps props{};
-    props.allocType = cudaMemAllocationTypePinned;
-    props.location.type = cudaMemLocationTypeDevice;
-    props.location.id = device;
-    lt_check(cudaMemPoolCreate(&m_pool, &props), "create its memory pool");
-    std::uint64_t keep = ~std::uint64_t(0);
-    cudaMemPoolSetAttribute(m_pool, cudaMemPoolAttrReleaseThreshold, &keep);
-    lt_check(cublasLtCreate(&m_handle), "create its handle");
-  }
-  static std::mutex& mutex() {
-    static std::mutex m;
-    return m;
-  }
-  static std::unique_ptr<CublasLt>& slot() {
-    static std::unique_ptr<CublasLt> s;
-    return s;
-  }
-  static constexpr std::size_t max_plans = 256;
   cublasLtHandle_t m_handle = nullptr;
-  cudaMemPool_t m_pool = nullptr;
-  std::map<LtProblem, std::unique_ptr<LtPlan>> m_plans;
 };
-
-/// Scratch memory for one call, from CublasLt's pool, released in stream order at scope exit.
-class LtWorkspace {
- public:
-  LtWorkspace(std::size_t bytes, cudaStream_t stream)
-      : LtWorkspace(CublasLt::instance(), bytes, stream) {}
-  LtWorkspace(CublasLt& lt, std::size_t bytes, cudaStream_t stream)
-      : m_stream(stream), m_data(lt.allocate(bytes, stream)) {}
-  ~LtWorkspace() { CublasLt::release(m_data, m_stream); }
-  LtWorkspace(const LtWorkspace&) = delete;
-  LtWorkspace& operator=(const LtWorkspace&) = delete;
-  void* data() const { return m_data; }
-
- private:
-  cudaStream_t m_stream;
-  void* m_data;
-};
-
-template <class Scalar>
-void CublasLt::matmul(cudaStream_t stream, const LtProblem& p, Scalar alpha, const Scalar* A,
-                      const Scalar* B, Scalar beta, Scalar* C, const Scalar* bias) {
-  // The plan is looked up and enqueued under the lock: the cache may drop plans when full.
-  std::lock_guard<std::mutex> lock(mutex());
-  auto it = m_plans.find(p);
-  if (it == m_plans.end()) {
-    if (m_plans.size() >= max_plans) m_plans.clear();  // bound the cache; plans are cheap
-    it = m_plans.emplace(p, std::make_unique<LtPlan>(m_handle, p)).first;
-  }
-  const LtPlan& plan = *it->second;
-  LtWorkspace workspace(*this, plan.workspace_bytes(), stream);
-  plan.run(m_handle, stream, &alpha, A, B, &beta, C, workspace.data(), bias);
-}
 
 /// Largest power of two (up to 256) dividing the address: cuBLASLt must not pick a kernel
 /// that assumes more alignment than a subview's pointer has.
@@ -281,28 +191,29 @@ struct LtBatch {
   std::int64_t count = 1, x_stride = 0, w_stride = 0, y_stride = 0;
 };
 
-/// Y = alpha * X . W^T + beta * Y through cuBLASLt on `exec`'s stream, plus `bias` (N
-/// contiguous values; row-major Y only, see cublaslt_adds_bias) on every row of Y when given.
-/// X [M,K], W [N,K] and Y [M,N] are row-major (`right`) or column-major, given by their first
-/// element and leading dimension (elements between rows, respectively columns).
-template <class Scalar>
-void cublaslt_gemm_nt(const Kokkos::Cuda& exec, bool right, std::int64_t M, std::int64_t N,
-                      std::int64_t K, Scalar alpha, const Scalar* X, std::int64_t ldx,
-                      const Scalar* W, std::int64_t ldw, Scalar beta, Scalar* Y, std::int64_t ldy,
-                      bool tf32, const Scalar* bias = nullptr, const LtBatch& batch = {}) {
+/// The cuBLASLt problem of Y = alpha X . W^T + beta Y (plus `bias` on every row when asked),
+/// X [M,K], W [N,K], Y [M,N] row-major (`right`) or column-major, given by their first elements
+/// and leading dimensions (elements between rows, respectively columns). Row-major Y = X . W^T
+/// is column-major Y^T[N,M] = W[N,K] . X^T[K,M]: A = W read transposed, B = X as stored.
+struct LtCall {
+  LtProblem problem;
+  const void* A;
+  const void* B;
+};
+inline LtCall lt_call(bool right, std::int64_t M, std::int64_t N, std::int64_t K, bool is_double,
+                      bool tf32, const void* X, std::int64_t ldx, const void* W, std::int64_t ldw,
+                      const void* Y, std::int64_t ldy, bool bias, const LtBatch& batch = {}) {
   LtProblem p{};
   p.k = K;
   p.batch = batch.count;
   p.stride_c = batch.y_stride;
-  p.is_double = std::is_same<Scalar, double>::value;
+  p.is_double = is_double;
   p.tf32 = tf32;
-  p.bias = bias != nullptr;
-  const Scalar *A, *B;
+  p.bias = bias;
+  const void *A, *B;
   // A leading dimension must cover its row or column even where a stride is meaningless (an
   // extent of 1).
   if (right) {
-    // Row-major Y = X . W^T is column-major Y^T[N,M] = W[N,K] . X^T[K,M]: A = W read
-    // transposed (its rows are K long), B = X as stored.
     p.m = N, p.n = M, p.trans_a = true, p.trans_b = false;
     A = W, B = X;
     p.lda = std::max(ldw, K), p.ldb = std::max(ldx, K), p.ldc = std::max(ldy, N);
@@ -315,19 +226,14 @@ void cublaslt_gemm_nt(const Kokkos::Cuda& exec, bool right, std::int64_t M, std:
   }
   p.align_a = pointer_alignment(A), p.align_b = pointer_alignment(B);
   p.align_c = pointer_alignment(Y);
-  CublasLt::instance().matmul(exec.cuda_stream(), p, alpha, A, B, beta, Y, bias);
+  return {p, A, B};
 }
 
-/// The same on Views: X, W and Y share one layout, LayoutRight or LayoutLeft, with unit stride
-/// along their rows or columns respectively (the caller checks it: cublaslt_serves()).
-template <class XView, class WView, class YView, class Scalar>
-void cublaslt_gemm_nt(const Kokkos::Cuda& exec, Scalar alpha, const XView& X, const WView& W,
-                      Scalar beta, const YView& Y, bool tf32, const Scalar* bias = nullptr) {
-  constexpr bool right = std::is_same<typename YView::array_layout, Kokkos::LayoutRight>::value;
-  const int d = right ? 0 : 1;  // the dimension whose stride is the leading dimension
-  cublaslt_gemm_nt(exec, right, std::int64_t(Y.extent(0)), std::int64_t(Y.extent(1)),
-                   std::int64_t(X.extent(1)), alpha, X.data(), std::int64_t(X.stride(d)), W.data(),
-                   std::int64_t(W.stride(d)), beta, Y.data(), std::int64_t(Y.stride(d)), tf32, bias);
+/// True when a call's operands are at least as aligned as those the plan was made for (the
+/// kernel the heuristic chose may rely on it).
+inline bool lt_alignment_holds(const LtProblem& planned, const LtCall& now) {
+  return now.problem.align_a >= planned.align_a && now.problem.align_b >= planned.align_b &&
+         now.problem.align_c >= planned.align_c;
 }
 
 }  // namespace Impl

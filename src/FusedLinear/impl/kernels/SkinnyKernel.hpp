@@ -1,18 +1,16 @@
 // SPDX-License-Identifier: Apache-2.0
-#ifndef FUSED_LINEAR_IMPL_SKINNY_KERNEL_HPP
-#define FUSED_LINEAR_IMPL_SKINNY_KERNEL_HPP
+/// \file SkinnyKernel.hpp
+/// The portable kernel for few rows of X and small layers (fused_skinny), with split K.
+#ifndef FUSED_LINEAR_IMPL_KERNELS_SKINNY_KERNEL_HPP
+#define FUSED_LINEAR_IMPL_KERNELS_SKINNY_KERNEL_HPP
 
 #include <cstdint>
-#include <map>
-#include <mutex>
-#include <stdexcept>
-#include <string>
 #include <type_traits>
 
 #include <Kokkos_Core.hpp>
 
-#include "FusedLinear_Epilogue.hpp"
-#include "impl/FusedLinear_FusedKernel.hpp"
+#include "FusedLinear/Epilogue.hpp"
+#include "FusedLinear/impl/kernels/Common.hpp"
 
 namespace FusedLinear {
 namespace Impl {
@@ -52,7 +50,10 @@ namespace Impl {
 template <class ExecSpace, class Scalar, bool Tall, bool Host = is_host_space<ExecSpace>()>
 struct SkinnyTiles {
   static constexpr bool wide = sizeof(Scalar) > 4;
-  static constexpr int lanes = 32, groups = 8, columns = 4;
+  // A warp (wavefront) per group of columns, 256 threads a team: 8 warps of 32 on NVIDIA GPUs,
+  // 4 wavefronts of 64 on AMD GPUs.
+  static constexpr int lanes = ExecutionSpaceTraits<ExecSpace>::lanes, groups = 256 / lanes;
+  static constexpr int columns = 4;
   static constexpr int rows = Tall && !wide ? 16 : 8, steps = Tall && !wide ? 1 : 2;
   static constexpr int rows_per_reduction = wide ? 4 : 8, min_teams = 2;
   static constexpr bool stage_x = true, simd_columns = false;
@@ -104,8 +105,9 @@ struct SkinnyLinearKernel {
   // separate instantiation: the kernel without it keeps its registers (it spilled otherwise).
   int splits = 1;
   std::int64_t split_chunks = 0;
-  Scalar* partials = nullptr;   // splits x M x N
-  unsigned* arrivals = nullptr;  // one per tile, zero between calls
+  Scalar* partials = nullptr;          // splits x M x N
+  unsigned long long* arrivals = nullptr;  // one per tile: (call number << 32) | teams arrived
+  unsigned long long call = 0;         // this call's number (see fix_up)
 
   KOKKOS_INLINE_FUNCTION static std::int64_t row_blocks(std::int64_t M) {
     return (M + MT - 1) / MT;
@@ -263,8 +265,10 @@ struct SkinnyLinearKernel {
   }
 
   // Split K: the tile's last team to arrive adds the splits' partial sums in split order (the
-  // same bits whichever team is last) and applies the epilogue once, to the full sum; it puts
-  // the tile's counter back to zero for the next call.
+  // same bits whichever team is last) and applies the epilogue once, to the full sum.
+  // The arrival counter carries the call's number in its upper half, so it is right for every
+  // call whatever an earlier call left there (one that never finished, say): the first team of
+  // a call to arrive finds another number and starts the count at 1. Nothing resets it.
   KOKKOS_INLINE_FUNCTION void fix_up(const member_type& team, std::int64_t m0, int rows_here,
                                      std::int64_t n0) const {
     if (!SplitK) return;
@@ -273,8 +277,15 @@ struct SkinnyLinearKernel {
     team.team_barrier();
     int last_to_arrive = 0;
     if (team.team_rank() == 0) {
-      last_to_arrive = Kokkos::atomic_fetch_add(&arrivals[tile], 1u) == unsigned(splits - 1);
-      if (last_to_arrive) arrivals[tile] = 0;
+      unsigned long long seen = call << 32, next;
+      while (true) {
+        next = (seen >> 32) == call ? seen + 1 : (call << 32) | 1ull;
+        const unsigned long long before =
+            Kokkos::atomic_compare_exchange(&arrivals[tile], seen, next);
+        if (before == seen) break;
+        seen = before;
+      }
+      last_to_arrive = (next & 0xffffffffull) == unsigned(splits);
     }
     team.team_broadcast(last_to_arrive, 0);
     if (!last_to_arrive) return;
@@ -338,32 +349,28 @@ struct SkinnyLinearKernel {
 /// busy (small problems; N of a few thousand), each tile's K is cut into `splits` ranges of
 /// whole chunks, one team each, and the tile's last team to finish adds their partial sums in
 /// order and applies the epilogue (fix_up): still one launch, and no pass over Y before it.
-/// `override` > 0 forces that many splits on any backend (tests take the fix-up on the host
-/// too); not part of the API.
+/// `forced` > 0 takes that many splits on any backend (Tuning::skinny_splits: tests take the
+/// fix-up on the host too).
 struct SkinnySplit {
-  static int& override_splits() {
-    static int splits = 0;
-    return splits;
-  }
   int splits = 1;
   std::int64_t chunks_per_split = 0;
 
   /// tiles x splits teams for `resident` teams at a time (0: no split unless forced).
-  SkinnySplit(std::int64_t tiles, std::int64_t chunks, std::int64_t resident) {
+  SkinnySplit(std::int64_t tiles, std::int64_t chunks, std::int64_t resident, int forced) {
     std::int64_t want = 1;
-    if (override_splits() > 0)
-      want = override_splits();
+    if (forced > 0)
+      want = forced;
     else if (resident > 0 && 2 * tiles <= resident && chunks >= 4 * min_chunks_per_split)
       want = (split_waves * resident + tiles - 1) / tiles;
     if (want > chunks) want = chunks;
     if (want < 2) return;
     chunks_per_split = (chunks + want - 1) / want;
-    if (override_splits() <= 0 && chunks_per_split < min_chunks_per_split)
+    if (forced <= 0 && chunks_per_split < min_chunks_per_split)
       chunks_per_split = min_chunks_per_split;
     splits = int((chunks + chunks_per_split - 1) / chunks_per_split);  // none empty
   }
-  /// Why (H200, 2026-12-01, perf/RESULTS.md): a split pays where at most half the resident
-  /// slots would be busy and K is long (16x4096x4096: 0.086 -> 0.061 ms with 5 splits;
+  /// Why (H200, 2026-12-01, docs/design/skinny-kernel.md): a split pays where at most half the
+  /// resident slots would be busy and K is long (16x4096x4096: 0.086 -> 0.061 ms with 5 splits;
   /// 32x2048x2048: 0.034 -> 0.030), and loses where the tiles nearly fill the GPU
   /// (16x8192x8192, 256 tiles for 264 slots: 0.152 -> 0.18 ms) or K is a few chunks
   /// (128x1024x512: 0.022 -> 0.023-0.030 ms: each split adds a fence, an atomic and a read of
@@ -371,131 +378,65 @@ struct SkinnySplit {
   static constexpr std::int64_t split_waves = 2, min_chunks_per_split = 4;
 };
 
-/// Memory of split K, per call: the splits' partial sums and one arrival counter per tile,
-/// zeroed before the launch, on `exec`.
+/// How a plan runs fused_skinny at its shape: tall or short rows, K split or not, and the
+/// memory split K needs (partial sums, one arrival counter per tile), which the plan owns.
+struct SkinnyChoice {
+  bool tall = false;
+  SkinnySplit split{0, 0, 0, 0};
+  std::int64_t tiles = 0;
+  std::int64_t partials = 0;  // Scalars of partial sums (0: no split)
+};
+
 template <class ExecSpace, class Scalar>
-class SkinnySplitScratch {
- public:
-  SkinnySplitScratch(const ExecSpace& exec, std::size_t partial_count, std::size_t tiles)
-      : m_partials(Kokkos::view_alloc(Kokkos::WithoutInitializing, "FusedLinear::skinny_partials"),
-                   partial_count),
-        m_arrivals(Kokkos::view_alloc(Kokkos::WithoutInitializing, "FusedLinear::skinny_arrivals"),
-                   tiles) {
-    Kokkos::deep_copy(exec, m_arrivals, 0u);
-  }
-  Scalar* partials() const { return m_partials.data(); }
-  unsigned* arrivals() const { return m_arrivals.data(); }
-
- private:
-  Kokkos::View<Scalar*, typename ExecSpace::memory_space> m_partials;
-  Kokkos::View<unsigned*, typename ExecSpace::memory_space> m_arrivals;
-};
-
-#if defined(KOKKOS_ENABLE_CUDA)
-/// On CUDA the memory stays with the stream between calls (allocating and zeroing per call
-/// would cost more than the split saves at small shapes): calls on one stream run in order
-/// and the fix-up leaves the counters at zero, so they can share it; calls on another stream
-/// get their own. Grown in stream order when a call needs more; freed at Kokkos::finalize.
-template <class Scalar>
-class SkinnySplitScratch<Kokkos::Cuda, Scalar> {
- public:
-  SkinnySplitScratch(const Kokkos::Cuda& exec, std::size_t partial_count, std::size_t tiles) {
-    const cudaStream_t stream = exec.cuda_stream();
-    std::lock_guard<std::mutex> lock(mutex());
-    Buffers& mine = streams()[stream];
-    const std::size_t bytes = partial_count * sizeof(Scalar);
-    if (mine.bytes < bytes) {
-      check(cudaFreeAsync(mine.partials, stream));
-      mine.partials = nullptr, mine.bytes = 0;
-      check(cudaMallocAsync(&mine.partials, bytes, stream));
-      mine.bytes = bytes;
-    }
-    if (mine.tiles < tiles) {
-      check(cudaFreeAsync(mine.arrivals, stream));
-      mine.arrivals = nullptr, mine.tiles = 0;
-      check(cudaMallocAsync(reinterpret_cast<void**>(&mine.arrivals), tiles * sizeof(unsigned),
-                            stream));
-      check(cudaMemsetAsync(mine.arrivals, 0, tiles * sizeof(unsigned), stream));
-      mine.tiles = tiles;
-    }
-    m_partials = static_cast<Scalar*>(mine.partials);
-    m_arrivals = mine.arrivals;
-  }
-  Scalar* partials() const { return m_partials; }
-  unsigned* arrivals() const { return m_arrivals; }
-
- private:
-  struct Buffers {
-    void* partials = nullptr;
-    std::size_t bytes = 0;
-    unsigned* arrivals = nullptr;
-    std::size_t tiles = 0;
+SkinnyChoice choose_skinny(const ExecSpace& exec, std::int64_t M, std::int64_t N, std::int64_t K,
+                           int forced_splits) {
+  using Short = SkinnyTiles<ExecSpace, Scalar, false>;
+  using TallTiles = SkinnyTiles<ExecSpace, Scalar, true>;
+  const std::int64_t sms = multiprocessors(exec);
+  // Tall rows read W once for 16 rows, but halve the teams: where that would leave at most one
+  // team per multiprocessor, the short rows run faster (H200: 128x1024x512 0.0166 ms against
+  // 0.0202, 16x4096x4096 0.050 against 0.062 split, 32x2048x2048 0.026 against 0.029; tall
+  // stays ahead from two teams per multiprocessor: 16x8192x8192 0.133 against 0.157,
+  // 128x4096x1024 0.062 against 0.070).
+  const auto tiles_of = [&](int rows, int columns) {
+    return (N + columns - 1) / columns * ((M + rows - 1) / rows);
   };
-  static void check(cudaError_t e) {
-    if (e != cudaSuccess)
-      throw std::runtime_error(
-          std::string("FusedLinear::linear_leaky_relu: cannot allocate split-K memory (") +
-          cudaGetErrorString(e) + ")");
-  }
-  static std::mutex& mutex() {
-    static std::mutex m;
-    return m;
-  }
-  static std::map<cudaStream_t, Buffers>& streams() {
-    static std::map<cudaStream_t, Buffers>* s = [] {
-      Kokkos::push_finalize_hook([] {
-        std::lock_guard<std::mutex> lock(mutex());
-        cudaDeviceSynchronize();
-        for (auto& entry : streams()) {
-          cudaFree(entry.second.partials);
-          cudaFree(entry.second.arrivals);
-        }
-        streams().clear();
-      });
-      return new std::map<cudaStream_t, Buffers>();
-    }();
-    return *s;
-  }
-  Scalar* m_partials = nullptr;
-  unsigned* m_arrivals = nullptr;
-};
-
-/// The device's multiprocessors (0 where not known: no split unless forced, tall rows as
-/// M asks).
-inline std::int64_t multiprocessors(const Kokkos::Cuda& exec) {
-  return exec.cuda_device_prop().multiProcessorCount;
-}
-#endif
-template <class ExecSpace>
-std::int64_t multiprocessors(const ExecSpace&) {
-  return 0;
+  SkinnyChoice c;
+  c.tall = TallTiles::rows != Short::rows && M > Short::rows &&
+           !(sms > 0 && tiles_of(TallTiles::rows, TallTiles::groups * TallTiles::columns) <= sms);
+  const int rows = c.tall ? TallTiles::rows : Short::rows;
+  const int steps = c.tall ? TallTiles::steps : Short::steps;
+  const std::int64_t chunk = std::int64_t(Short::lanes) * Pack16<Scalar>::size * steps;
+  c.tiles = tiles_of(rows, Short::groups * Short::columns);
+  c.split = SkinnySplit(c.tiles, (K + chunk - 1) / chunk, sms * Short::min_teams, forced_splits);
+  c.partials = c.split.splits > 1 ? std::int64_t(c.split.splits) * M * N : 0;
+  return c;
 }
 
+/// Y = ep(X . W^T, b) through fused_skinny as `c` says; `partials` and `arrivals` are the plan's
+/// memory for split K (c.partials Scalars and c.tiles counters), `call` numbers this call.
 template <class ExecSpace, class XView, class WView, class BView, class YView, class Scalar>
 void run_skinny(const ExecSpace& exec, const XView& X, const WView& W, const BView& b,
-                const YView& Y, const LeakyReLUEpilogue<Scalar>& ep) {
+                const YView& Y, const LeakyReLUEpilogue<Scalar>& ep, const SkinnyChoice& c,
+                Scalar* partials, unsigned long long* arrivals, unsigned long long call) {
   const std::int64_t M = Y.extent(0), N = Y.extent(1), K = X.extent(1);
   const bool vectorized = rows_are_packable(X) && rows_are_packable(W);
-  using Short = SkinnyTiles<ExecSpace, Scalar, false>;
-  constexpr bool has_tall = SkinnyTiles<ExecSpace, Scalar, true>::rows != Short::rows;
   auto launch = [&](auto vectorized, auto tall) {
     constexpr bool Vec = decltype(vectorized)::value, Tall = decltype(tall)::value;
     using Plain = SkinnyLinearKernel<ExecSpace, XView, WView, BView, YView, Vec, Tall>;
     using Split = SkinnyLinearKernel<ExecSpace, XView, WView, BView, YView, Vec, Tall, true>;
     const char* label = Vec ? "FusedLinear::fused_skinny[vectorized]" : "FusedLinear::fused_skinny";
-    const SkinnySplit split(Plain::tiles(M, N), Plain::chunks(K),
-                            multiprocessors(exec) * Plain::Tiles::min_teams);
-    if (split.splits == 1) {
+    if (c.split.splits == 1) {
       const Plain kernel{X, W, b, Y, ep, M, N, K};
-      return Kokkos::parallel_for(label, kernel.policy(exec), kernel);
+      Kokkos::parallel_for(label, kernel.policy(exec), kernel);
+      return;
     }
-    const SkinnySplitScratch<ExecSpace, Scalar> scratch(
-        exec, std::size_t(split.splits) * M * N, std::size_t(Plain::tiles(M, N)));
     Split kernel{X, W, b, Y, ep, M, N, K};
-    kernel.splits = split.splits;
-    kernel.split_chunks = split.chunks_per_split;
-    kernel.partials = scratch.partials();
-    kernel.arrivals = scratch.arrivals();
+    kernel.splits = c.split.splits;
+    kernel.split_chunks = c.split.chunks_per_split;
+    kernel.partials = partials;
+    kernel.arrivals = arrivals;
+    kernel.call = call & 0xffffffffull;
     Kokkos::parallel_for(label, kernel.policy(exec), kernel);
   };
   auto launch_rows = [&](auto tall) {
@@ -504,16 +445,9 @@ void run_skinny(const ExecSpace& exec, const XView& X, const WView& W, const BVi
     else
       launch(std::false_type(), tall);
   };
-  if constexpr (has_tall) {
-    // Tall rows read W once for 16 rows, but halve the teams: where that would leave at most one
-    // team per multiprocessor, the short rows run faster (H200: 128x1024x512 0.0166 ms against
-    // 0.0202, 16x4096x4096 0.050 against 0.062 split, 32x2048x2048 0.026 against 0.029; tall
-    // stays ahead from two teams per multiprocessor: 16x8192x8192 0.133 against 0.157,
-    // 128x4096x1024 0.062 against 0.070).
-    using Tall = SkinnyLinearKernel<ExecSpace, XView, WView, BView, YView, false, true>;
-    const std::int64_t sms = multiprocessors(exec);
-    if (M > Short::rows && !(sms > 0 && Tall::tiles(M, N) <= sms))
-      return launch_rows(std::true_type());
+  using Short = SkinnyTiles<ExecSpace, Scalar, false>;
+  if constexpr (SkinnyTiles<ExecSpace, Scalar, true>::rows != Short::rows) {
+    if (c.tall) return launch_rows(std::true_type());
   }
   launch_rows(std::false_type());
 }

@@ -1,69 +1,18 @@
 // SPDX-License-Identifier: Apache-2.0
-#ifndef FUSED_LINEAR_IMPL_FUSED_KERNEL_HPP
-#define FUSED_LINEAR_IMPL_FUSED_KERNEL_HPP
+/// \file FusedKernel.hpp
+/// The portable fused kernel: a tiled GEMM in team scratch with the epilogue in registers.
+#ifndef FUSED_LINEAR_IMPL_KERNELS_FUSED_KERNEL_HPP
+#define FUSED_LINEAR_IMPL_KERNELS_FUSED_KERNEL_HPP
 
 #include <cstdint>
-#include <stdexcept>
-#include <string>
-#include <type_traits>
 
 #include <Kokkos_Core.hpp>
 
-#include "FusedLinear_Epilogue.hpp"
-
-#if defined(__CUDACC__) || defined(__HIPCC__) || defined(__clang__)
-#define FUSED_LINEAR_UNROLL _Pragma("unroll")
-#elif defined(__GNUC__)
-#define FUSED_LINEAR_UNROLL _Pragma("GCC unroll 16")
-#else
-#define FUSED_LINEAR_UNROLL
-#endif
-// A loop whose iterations are one SIMD vector on the host (OpenMP's simd directive, honoured
-// whenever the host compiler runs with OpenMP); device compilers unroll it instead.
-#if defined(_OPENMP) && !defined(__CUDACC__) && !defined(__HIPCC__)
-#define FUSED_LINEAR_SIMD _Pragma("omp simd")
-#else
-#define FUSED_LINEAR_SIMD FUSED_LINEAR_UNROLL
-#endif
+#include "FusedLinear/Epilogue.hpp"
+#include "FusedLinear/impl/kernels/Common.hpp"
 
 namespace FusedLinear {
 namespace Impl {
-
-/// Sixteen bytes of Scalar, loaded and stored as one access (LDG.128/STS.128 on NVIDIA GPUs,
-/// one SSE/AVX move on the host). Only used where the addresses are known to be 16-byte aligned.
-template <class Scalar>
-struct alignas(16) Pack16 {
-  static constexpr int size = 16 / static_cast<int>(sizeof(Scalar));
-  Scalar v[size];
-};
-
-/// A league size as Kokkos takes it (an int), or a clear error when the shape needs more teams.
-inline int league_size(std::int64_t teams, std::int64_t M, std::int64_t N) {
-  if (teams > 2147483647)
-    throw std::invalid_argument("FusedLinear::linear_leaky_relu: M x N = " + std::to_string(M) +
-                                " x " + std::to_string(N) + " needs more than 2^31 teams");
-  return static_cast<int>(teams);
-}
-
-template <class ExecSpace>
-constexpr bool is_host_space() {
-  return Kokkos::SpaceAccessibility<Kokkos::HostSpace,
-                                    typename ExecSpace::memory_space>::accessible;
-}
-
-/// The policy of an element-wise pass over a rows x columns matrix of layout Layout. On GPUs the
-/// contiguous index is put on the fast thread index: Kokkos 3.4's CUDA MDRange maps threadIdx.x
-/// to the first index whatever the iteration order, so with the default tile a LayoutRight
-/// matrix was written with a stride (measured 5x slower on an H200).
-template <class ExecSpace, class Layout>
-Kokkos::MDRangePolicy<ExecSpace, Kokkos::Rank<2>, Kokkos::IndexType<std::int64_t>>
-elementwise_policy(const ExecSpace& exec, std::int64_t rows, std::int64_t columns) {
-  using Policy = Kokkos::MDRangePolicy<ExecSpace, Kokkos::Rank<2>, Kokkos::IndexType<std::int64_t>>;
-  if (is_host_space<ExecSpace>()) return Policy(exec, {0, 0}, {rows, columns});
-  if (std::is_same<Layout, Kokkos::LayoutLeft>::value)
-    return Policy(exec, {0, 0}, {rows, columns}, {256, 1});
-  return Policy(exec, {0, 0}, {rows, columns}, {1, 256});
-}
 
 /// Tile parameters of the fused kernel, the one place per backend where they are set.
 ///
@@ -171,16 +120,18 @@ struct FusedLinearKernel {
     return ((tid + l * team_size) % (BK / V)) * V;
   }
 
-  // Vectorized: one 16-byte load per pack from pointers computed once per team (&A(row, pack_k),
-  // null for rows past the end), so the K loop carries no 64-bit index arithmetic.
+  // Vectorized: one 16-byte load per pack from row pointers computed once per team (the row's
+  // first element, null for rows past the end), so the K loop carries no 64-bit index
+  // arithmetic. An address is formed only for a pack inside the row (K is whole packs here).
   template <int Loads>
   KOKKOS_FORCEINLINE_FUNCTION static void load_packed(const Scalar* const (&rows)[Loads],
                                                       std::int64_t k, std::int64_t K, int tid,
                                                       Pack (&reg)[Loads]) {
     FUSED_LINEAR_UNROLL
     for (int l = 0; l < Loads; ++l) {
-      if (rows[l] != nullptr && k + pack_k(tid, l) < K) {
-        reg[l] = *reinterpret_cast<const Pack*>(rows[l] + k);
+      const std::int64_t kq = k + pack_k(tid, l);
+      if (rows[l] != nullptr && kq < K) {
+        reg[l] = *reinterpret_cast<const Pack*>(rows[l] + kq);
       } else {
         FUSED_LINEAR_UNROLL
         for (int q = 0; q < V; ++q) reg[l].v[q] = Scalar(0);
@@ -245,12 +196,12 @@ struct FusedLinearKernel {
       FUSED_LINEAR_UNROLL
       for (int l = 0; l < x_loads; ++l) {
         const std::int64_t r = m0 + pack_row(tid, l);
-        x_rows[l] = r < M ? &X(r, pack_k(tid, l)) : nullptr;
+        x_rows[l] = r < M ? X.data() + r * std::int64_t(X.stride(0)) : nullptr;
       }
       FUSED_LINEAR_UNROLL
       for (int l = 0; l < w_loads; ++l) {
         const std::int64_t r = n0 + pack_row(tid, l);
-        w_rows[l] = r < N ? &W(r, pack_k(tid, l)) : nullptr;
+        w_rows[l] = r < N ? W.data() + r * std::int64_t(W.stride(0)) : nullptr;
       }
     }
     Pack xr[x_loads], wr[w_loads];
@@ -328,7 +279,7 @@ struct FusedLinearKernel {
             Pack out;
             FUSED_LINEAR_UNROLL
             for (int q = 0; q < V; ++q) out.v[q] = ep(acc[i][g * V + q], bias[g * V + q]);
-            *reinterpret_cast<Pack*>(&Y(m, n)) = out;
+            *reinterpret_cast<Pack*>(Y.data() + m * std::int64_t(Y.stride(0)) + n) = out;
           }
         } else {
           FUSED_LINEAR_UNROLL
@@ -339,16 +290,6 @@ struct FusedLinearKernel {
     }
   }
 };
-
-/// True when the view's rows are contiguous, V-element multiples apart, and 16-byte aligned.
-template <class View>
-bool rows_are_packable(const View& A) {
-  using Scalar = typename View::non_const_value_type;
-  constexpr int V = Pack16<Scalar>::size;
-  return A.extent(1) % V == 0 && (A.extent(0) <= 1 || A.stride(0) % V == 0) &&
-         (A.extent(1) <= 1 || A.stride(1) == 1) &&
-         reinterpret_cast<std::uintptr_t>(A.data()) % 16 == 0;
-}
 
 template <class ExecSpace, class XView, class WView, class BView, class YView, class Scalar>
 void run_fused(const ExecSpace& exec, const XView& X, const WView& W, const BView& b,

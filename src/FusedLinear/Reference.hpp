@@ -1,4 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
+/// \file Reference.hpp
+/// The float64 host reference of the layer.
 #ifndef FUSED_LINEAR_REFERENCE_HPP
 #define FUSED_LINEAR_REFERENCE_HPP
 
@@ -9,7 +11,7 @@
 
 #include <Kokkos_Core.hpp>
 
-#include "FusedLinear_Epilogue.hpp"
+#include "FusedLinear/Epilogue.hpp"
 
 namespace FusedLinear {
 

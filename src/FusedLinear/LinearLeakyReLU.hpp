@@ -1,0 +1,68 @@
+// SPDX-License-Identifier: Apache-2.0
+/// \file LinearLeakyReLU.hpp
+/// The one-shot call: FusedLinear::linear_leaky_relu, a plan made (or found) and executed.
+#ifndef FUSED_LINEAR_LINEAR_LEAKY_RELU_HPP
+#define FUSED_LINEAR_LINEAR_LEAKY_RELU_HPP
+
+#include <memory>
+#include <mutex>
+
+#include <Kokkos_Core.hpp>
+
+#include "FusedLinear/Types.hpp"
+#include "FusedLinear/impl/Checks.hpp"
+#include "FusedLinear/impl/PlanCache.hpp"
+#include "FusedLinear/impl/PlanImpl.hpp"
+
+namespace FusedLinear {
+
+/// Y = LeakyReLU(multiplier * (X . W^T + b), negative_slope) in one call: as a Plan made for
+/// these arguments and executed once (see Plan for the parameters, exceptions and semantics).
+///
+/// The plan is kept for the next call with the same instance, extents, strides, alignment,
+/// parameters and options (at most 32 plans, the least recently used dropped first), so a call
+/// in a loop costs what Plan::execute costs. Their memory is released at Kokkos::finalize, or
+/// at once by release_cached_plans(). Safe to call from several host threads (on CUDA, HIP:
+/// one instance each or one shared; on host backends, Kokkos 3.4 instances must not be entered
+/// from two threads at once: serialise host calls).
+///
+/// \return which path, precision and GEMM ran, and why they differ from the request
+template <class ExecSpace, class XView, class WView, class BView, class YView>
+RunInfo linear_leaky_relu(const ExecSpace& exec, const XView& X, const WView& W, const BView& b,
+                          const YView& Y, typename YView::non_const_value_type multiplier,
+                          typename YView::non_const_value_type negative_slope,
+                          Options options = {}) {
+  static_assert(Impl::check_types<ExecSpace, XView, WView, BView, YView>(), "");
+  using Plan_ = Impl::PlanImpl<ExecSpace, Impl::CanonicalInput<ExecSpace, XView>,
+                               Impl::CanonicalInput<ExecSpace, WView>,
+                               Impl::CanonicalInput<ExecSpace, BView>,
+                               Impl::CanonicalOutput<ExecSpace, YView>>;
+  constexpr const char* function = "FusedLinear::linear_leaky_relu";
+  const Impl::PlanKey key =
+      Impl::plan_key<Plan_>(exec, X, W, b, Y, multiplier, negative_slope, options);
+  auto cached = Impl::PlanCache::instance().get<Plan_>(key, [&] {
+    return std::make_unique<Impl::CachedPlan<Plan_>>(exec, X, W, b, Y, multiplier,
+                                                      negative_slope, options, function);
+  });
+  std::lock_guard<std::mutex> lock(cached->mutex);
+  cached->plan.execute(exec, X, W, b, Y, function);
+  return cached->plan.info();
+}
+
+/// Same as above on the default instance of Y's execution space.
+template <class XView, class WView, class BView, class YView>
+RunInfo linear_leaky_relu(const XView& X, const WView& W, const BView& b, const YView& Y,
+                          typename YView::non_const_value_type multiplier,
+                          typename YView::non_const_value_type negative_slope,
+                          Options options = {}) {
+  return linear_leaky_relu(typename YView::execution_space(), X, W, b, Y, multiplier,
+                           negative_slope, options);
+}
+
+/// Drops the plans linear_leaky_relu keeps, freeing their memory (once calls in flight on other
+/// threads have returned). Plans made with FusedLinear::Plan are not affected.
+inline void release_cached_plans() { Impl::PlanCache::instance().release(); }
+
+}  // namespace FusedLinear
+
+#endif

@@ -1,0 +1,225 @@
+// SPDX-License-Identifier: Apache-2.0
+/// \file Dispatch.hpp
+/// The one place a request becomes a path: `resolve` takes what was asked (algorithm,
+/// precision), the shape, and what is true of the build, the execution space, the device and the
+/// Views (`Facts`, plain data gathered once per plan by Facts.hpp), and returns the Decision.
+/// Pure host code with no Kokkos or vendor calls, so every combination (host with or without an
+/// optimised BLAS, CUDA on Hopper or another GPU, HIP, ...) is unit-tested without a GPU.
+#ifndef FUSED_LINEAR_IMPL_DISPATCH_HPP
+#define FUSED_LINEAR_IMPL_DISPATCH_HPP
+
+#include <cstdint>
+#include <stdexcept>
+#include <string>
+
+#include "FusedLinear/Types.hpp"
+
+namespace FusedLinear {
+namespace Impl {
+
+/// The kind of execution space a plan runs on.
+enum class Backend { Host, Cuda, Hip, Sycl, OtherDevice };
+
+/// What the host BLAS behind Kokkos Kernels is (host backends): Debian's reference BLAS is
+/// single-threaded and unblocked, 2-8x slower than the library's own host kernels; an optimised
+/// one (OpenBLAS, BLIS, MKL) is the fastest product at large shapes.
+enum class HostBlas { Unknown, Reference, Optimized };
+
+/// What is true of the build, the execution space, its device and the Views, for one plan.
+struct Facts {
+  Backend backend = Backend::Host;
+  /// float Views (the tensor-core precisions and the sm_90a kernels are float-only).
+  bool float_views = true;
+  /// What KokkosBlas::gemm runs for these Views: a vendor BLAS or Kokkos Kernels' native gemm.
+  Gemm blas = Gemm::KokkosKernelsNative;
+  HostBlas host_blas = HostBlas::Unknown;
+  /// vendor_lt: cuBLASLt serves these Views (CUDA build with it, one layout, CUDA memory); and
+  /// can add the bias in its epilogue (float, LayoutRight, a contiguous b).
+  bool cublaslt = false, cublaslt_bias = false;
+  /// Why the sm_90a kernels cannot take this problem (a sentence fragment), nullptr when they can.
+  const char* sm90_tf32x3 = "is not in this build";
+  const char* sm90_skinny = "is not in this build";
+  /// Multiprocessors of the device (0 on the host).
+  std::int64_t multiprocessors = 0;
+};
+
+struct Shape {
+  std::int64_t M = 0, K = 0, N = 0;
+};
+
+struct Request {
+  Algorithm algorithm = Algorithm::Auto;
+  Precision precision = Precision::Strict;
+  bool zero_multiplier = false;
+};
+
+struct Decision {
+  Algorithm algorithm = Algorithm::Auto;
+  Precision precision = Precision::Strict;
+  Gemm gemm = Gemm::None;
+  bool vendor_blas = false;
+  /// vendor_lt adds the bias in cuBLASLt's epilogue; the pass then only scales.
+  bool bias_in_gemm = false;
+  std::string note;
+};
+
+/// Auto's thresholds, from measurements (perf/RESULTS.md, docs/design/dispatch.md).
+struct AutoRule {
+  /// GPUs: few rows stream W; the skinny kernels beat cuBLAS there (H200, K = N = 8192: 1.4x at
+  /// M = 1 to 1.2x at M = 16; cuBLAS wins from M = 32).
+  static constexpr std::int64_t skinny_rows = 16;
+  /// GPUs: small layers, one launch and no pass over Y (64x1024x1024, 128x1024x512: 1.3-1.5x
+  /// cuBLAS plus the pass; cuBLAS ahead at 128x4096x1024).
+  static constexpr std::int64_t small_rows = 256;
+  static constexpr std::int64_t small_weights = std::int64_t(1) << 21;
+  /// GPUs: up to 32 rows of small-to-mid layers (32x2048x2048 0.025 ms against cuBLASLt's 0.031).
+  static constexpr std::int64_t mid_rows = 32;
+  static constexpr std::int64_t mid_weights = std::int64_t(1) << 22;
+  /// GPUs: short K, where the pass over Y is a large share of cuBLAS plus the pass and the fused
+  /// kernel writes Y once (H200: 8192x64x8192 fused 0.305 ms against 0.580; 4096x256x4096 0.235
+  /// against 0.277; even at 2048x512x8192).
+  static constexpr std::int64_t short_k = 256;
+};
+
+inline bool is_skinny(Algorithm a) {
+  return a == Algorithm::FusedSkinny || a == Algorithm::SkinnySm90;
+}
+
+/// The fastest strict path for a shape (Algorithm::Auto in Precision::Strict).
+inline Algorithm strict_auto(const Shape& s, const Facts& f) {
+  if (f.backend == Backend::Host) return Algorithm::FusedSkinny;
+  if (s.M <= AutoRule::skinny_rows)
+    return f.sm90_skinny == nullptr ? Algorithm::SkinnySm90 : Algorithm::FusedSkinny;
+  if (s.M <= AutoRule::small_rows && s.N * s.K <= AutoRule::small_weights)
+    return Algorithm::FusedSkinny;
+  if (s.M <= AutoRule::mid_rows && s.N * s.K <= AutoRule::mid_weights)
+    return Algorithm::FusedSkinny;
+  if (s.K <= AutoRule::short_k) return Algorithm::Fused;
+  if (f.cublaslt) return Algorithm::VendorLt;
+  return f.blas != Gemm::KokkosKernelsNative ? Algorithm::Vendor : Algorithm::Fused;
+}
+
+[[noreturn]] inline void refuse(const char* function, const std::string& problem) {
+  throw std::invalid_argument(std::string(function) + ": " + problem);
+}
+
+inline void append(std::string& note, const std::string& more) {
+  note += note.empty() ? "" : "; ";
+  note += more;
+}
+
+/// The path, precision and GEMM a request runs; throws std::invalid_argument naming
+/// `function` when the request cannot be served as asked (never quietly computes otherwise).
+inline Decision resolve(const Request& r, const Shape& s, const Facts& f, const char* function) {
+  Decision d;
+  d.algorithm = r.algorithm;
+  d.precision = r.precision;
+  const std::string mode = to_string(r.precision);
+  if (r.precision != Precision::Strict && !f.float_views)
+    refuse(function, "precision " + mode + " applies to float Views only");
+
+  if (d.algorithm == Algorithm::Auto) {
+    const Algorithm strict = strict_auto(s, f);
+    if (r.precision == Precision::Strict) {
+      d.algorithm = strict;
+    } else if (is_skinny(strict)) {
+      // The precision is a floor: strict fp32 is at least as accurate, and for few rows it is
+      // faster (W streams at the memory's speed either way).
+      d.algorithm = strict;
+      d.precision = Precision::Strict;
+      d.note = "precision " + mode + " asked under auto, a floor: strict fp32 (" +
+               to_string(strict) + ") is at least as accurate and faster at this shape";
+    } else if (r.precision == Precision::TF32x3 && f.sm90_tf32x3 == nullptr) {
+      d.algorithm = Algorithm::FusedSm90;
+    } else if (f.cublaslt) {
+      d.algorithm = Algorithm::VendorLt;
+    } else {
+      d.algorithm = Algorithm::Vendor;  // refused below unless cuBLAS serves it
+    }
+  }
+
+  if (d.algorithm == Algorithm::VendorLt && !f.cublaslt) {
+    d.algorithm = Algorithm::Vendor;
+    append(d.note,
+           "cuBLASLt does not serve these Views here (needs a CUDA build that found cublasLt, "
+           "float/double X, W and Y of one layout in CUDA memory): ran vendor");
+  }
+  if (d.algorithm == Algorithm::VendorPrefill && r.zero_multiplier) {
+    // With alpha = 0 a BLAS skips the product entirely, so NaN and Inf in X or W would not reach
+    // Y as they do in PyTorch: run the beta = 0 variant, which keeps alpha = 1.
+    d.algorithm = Algorithm::Vendor;
+    append(d.note,
+           "vendor_prefill with multiplier 0 would let the BLAS skip the product (alpha = 0) and "
+           "drop NaN/Inf propagation; ran vendor instead");
+  }
+
+  const bool vendor = d.algorithm == Algorithm::Vendor || d.algorithm == Algorithm::VendorPrefill;
+  switch (d.precision) {
+    case Precision::Strict:
+      if (d.algorithm == Algorithm::FusedSm90)
+        refuse(function, "fused_sm90 computes precision 3xtf32 only (asked: strict)");
+      if (d.algorithm == Algorithm::SkinnySm90 && f.sm90_skinny != nullptr)
+        refuse(function, std::string("skinny_sm90 (the sm_90a few-rows kernel) ") + f.sm90_skinny +
+                             "; fused_skinny runs everywhere");
+      break;
+    case Precision::TF32:
+      if (!(d.algorithm == Algorithm::VendorLt || (vendor && f.blas == Gemm::Cublas)))
+        refuse(function, std::string("precision tf32 needs cuBLAS or cuBLASLt (vendor, "
+                                     "vendor_prefill, vendor_lt on CUDA with X, W and Y of one "
+                                     "layout); ") +
+                             to_string(d.algorithm) + " with these Views gets " +
+                             (vendor ? to_string(f.blas) : "no tensor cores"));
+      break;
+    case Precision::TF32x3:
+      if (d.algorithm == Algorithm::FusedSm90) {
+        if (f.sm90_tf32x3 != nullptr)
+          refuse(function, std::string("fused_sm90 (the sm_90a 3xtf32 kernel) ") + f.sm90_tf32x3 +
+                               "; the vendor paths run 3xtf32 on any CUDA GPU");
+      } else if (!((vendor || d.algorithm == Algorithm::VendorLt) && f.cublaslt)) {
+        refuse(function, std::string("precision 3xtf32 runs on fused_sm90 (Hopper GPUs) and, "
+                                     "through cuBLASLt, on the vendor paths (a CUDA build that "
+                                     "found it, X, W and Y of one layout in CUDA memory); not on ") +
+                             to_string(d.algorithm) + " here");
+      }
+      break;
+  }
+
+  switch (d.algorithm) {
+    case Algorithm::Vendor:
+    case Algorithm::VendorPrefill:
+      // 3xTF32's products run through cuBLASLt on every vendor path.
+      d.gemm = d.precision == Precision::TF32x3 ? Gemm::CublasLt : f.blas;
+      d.vendor_blas = d.gemm != Gemm::KokkosKernelsNative;
+      if (!d.vendor_blas)
+        append(d.note,
+               "no vendor BLAS serves these Views (needs float/double, X, W and Y of one layout, "
+               "LayoutLeft or LayoutRight, in a memory space whose BLAS TPL is enabled): "
+               "KokkosBlas::gemm runs its native kernel");
+      break;
+    case Algorithm::VendorLt:
+      d.gemm = Gemm::CublasLt;
+      d.vendor_blas = true;
+      d.bias_in_gemm = f.cublaslt_bias;
+      break;
+    case Algorithm::Fused: d.gemm = Gemm::FusedKernel; break;
+    case Algorithm::FusedSkinny: d.gemm = Gemm::SkinnyKernel; break;
+    case Algorithm::FusedSm90: d.gemm = Gemm::Sm90Tf32x3Kernel; break;
+    case Algorithm::SkinnySm90: d.gemm = Gemm::Sm90SkinnyKernel; break;
+    case Algorithm::Auto: break;  // resolved above
+  }
+
+  if (s.M == 0 || s.N == 0) {
+    d.gemm = Gemm::None;
+    append(d.note, "empty output (M or N is 0): nothing to compute");
+  } else if (s.K == 0) {
+    // Kokkos Kernels' gemm returns without touching Y when K = 0; the product is 0 here.
+    d.gemm = Gemm::None;
+    append(d.note, "K is 0: the product is zero, Y = LeakyReLU(multiplier * b) on every row");
+  }
+  return d;
+}
+
+}  // namespace Impl
+}  // namespace FusedLinear
+
+#endif

@@ -1,0 +1,175 @@
+// SPDX-License-Identifier: Apache-2.0
+/// \file PlanCache.hpp
+/// The plans behind the one-shot linear_leaky_relu: made on first use for a (stream, shape,
+/// Views, parameters, options) and reused, so that a call in a loop costs what Plan::execute
+/// costs (no cuBLASLt heuristic query, no allocation). Bounded; released at Kokkos::finalize and
+/// by FusedLinear::release_cached_plans().
+#ifndef FUSED_LINEAR_IMPL_PLAN_CACHE_HPP
+#define FUSED_LINEAR_IMPL_PLAN_CACHE_HPP
+
+#include <algorithm>
+#include <cstdint>
+#include <cstring>
+#include <memory>
+#include <mutex>
+#include <typeindex>
+#include <typeinfo>
+#include <utility>
+#include <vector>
+
+#include <Kokkos_Core.hpp>
+
+#include "FusedLinear/Types.hpp"
+
+namespace FusedLinear {
+namespace Impl {
+
+/// Which instance of an execution space: calls on different streams get different plans, so
+/// that no workspace is used by two streams.
+template <class ExecSpace>
+std::uintptr_t instance_identity(const ExecSpace& exec) {
+#if defined(KOKKOS_ENABLE_CUDA)
+  if constexpr (std::is_same<ExecSpace, Kokkos::Cuda>::value)
+    return reinterpret_cast<std::uintptr_t>(exec.cuda_stream()) ^
+           (std::uintptr_t(exec.cuda_device()) << 56);
+#endif
+#if defined(KOKKOS_ENABLE_HIP) && KOKKOS_VERSION >= 40000
+  if constexpr (std::is_same<ExecSpace, Kokkos::HIP>::value)
+    return reinterpret_cast<std::uintptr_t>(exec.hip_stream());
+#elif defined(KOKKOS_ENABLE_HIP)
+  if constexpr (std::is_same<ExecSpace, Kokkos::Experimental::HIP>::value)
+    return reinterpret_cast<std::uintptr_t>(exec.hip_stream());
+#endif
+  (void)exec;
+  return 0;  // host backends: one instance
+}
+
+/// Everything a plan depends on, as plain bytes compared with memcmp (no padding between the
+/// members, in this order).
+struct PlanKey {
+  const std::type_info* type;  // the plan's type: value type, layouts, memory spaces
+  std::uintptr_t instance;
+  std::int64_t extents[3];  // M, K, N
+  std::int64_t strides[7];  // X, W (2 each), b, Y (2)
+  std::uint64_t alignments;  // log2 of min(256, alignment) of X, W, b, Y, 8 bits each
+  double multiplier, slope;
+  std::uint64_t partials_limit;
+  std::int32_t algorithm, precision, splits, sm90_kernel;
+
+  bool operator==(const PlanKey& o) const { return std::memcmp(this, &o, sizeof *this) == 0; }
+};
+static_assert(sizeof(PlanKey) == 144, "PlanKey has no padding");
+
+inline std::uint64_t alignment_log2(const void* p) {
+  const auto a = reinterpret_cast<std::uintptr_t>(p);
+  std::uint64_t log2 = 0;
+  while (log2 < 8 && (a & ((std::uintptr_t(1) << (log2 + 1)) - 1)) == 0) ++log2;
+  return log2;
+}
+
+template <class PlanType, class ExecSpace, class XView, class WView, class BView, class YView,
+          class Scalar>
+PlanKey plan_key(const ExecSpace& exec, const XView& X, const WView& W, const BView& b,
+                 const YView& Y, Scalar multiplier, Scalar slope, const Options& options) {
+  PlanKey k;
+  std::memset(&k, 0, sizeof k);
+  k.type = &typeid(PlanType);
+  k.instance = instance_identity(exec);
+  k.extents[0] = X.extent(0), k.extents[1] = X.extent(1), k.extents[2] = W.extent(0);
+  const std::int64_t strides[7] = {std::int64_t(X.stride(0)), std::int64_t(X.stride(1)),
+                                   std::int64_t(W.stride(0)), std::int64_t(W.stride(1)),
+                                   std::int64_t(b.stride(0)), std::int64_t(Y.stride(0)),
+                                   std::int64_t(Y.stride(1))};
+  std::copy(strides, strides + 7, k.strides);
+  k.alignments = alignment_log2(X.data()) | alignment_log2(W.data()) << 8 |
+                 alignment_log2(b.data()) << 16 | alignment_log2(Y.data()) << 24;
+  k.multiplier = double(multiplier), k.slope = double(slope);
+  k.algorithm = std::int32_t(options.algorithm), k.precision = std::int32_t(options.precision);
+  k.splits = options.tuning.skinny_splits, k.sm90_kernel = options.tuning.sm90_tf32x3_kernel;
+  k.partials_limit = options.tuning.tf32x3_partials_limit;
+  return k;
+}
+
+/// One cached plan and the lock its calls take: a plan is not made for concurrent calls, and
+/// several host threads may call on one stream.
+struct CachedPlanBase {
+  virtual ~CachedPlanBase() = default;
+  std::mutex mutex;
+};
+template <class PlanType>
+struct CachedPlan : CachedPlanBase {
+  template <class... Args>
+  explicit CachedPlan(Args&&... args) : plan(std::forward<Args>(args)...) {}
+  ~CachedPlan() override {
+    // Work enqueued with the plan's workspace may still run (on a stream this cache does not
+    // hold, which may be gone): wait for the device before the memory goes.
+    if (plan.workspace_bytes() > 0 && Kokkos::is_initialized()) Kokkos::fence();
+  }
+  PlanType plan;
+};
+
+class PlanCache {
+ public:
+  /// The process's cache (never destroyed: it empties itself at Kokkos::finalize, before the
+  /// memory it holds would become invalid).
+  static PlanCache& instance() {
+    static PlanCache* cache = new PlanCache();
+    return *cache;
+  }
+
+  /// The cached plan for `key`, made by `make()` (a std::unique_ptr<CachedPlan<PlanType>>) on
+  /// first use; the least recently used one goes when the cache is full.
+  template <class PlanType, class Make>
+  std::shared_ptr<CachedPlan<PlanType>> get(const PlanKey& key, Make&& make) {
+    std::shared_ptr<CachedPlanBase> evicted;  // released after the lock
+    std::lock_guard<std::mutex> lock(m_mutex);
+    for (std::size_t i = 0; i < m_entries.size(); ++i) {
+      if (m_entries[i].first == key) {
+        std::rotate(m_entries.begin(), m_entries.begin() + i, m_entries.begin() + i + 1);
+        return std::static_pointer_cast<CachedPlan<PlanType>>(m_entries.front().second);
+      }
+    }
+    std::shared_ptr<CachedPlan<PlanType>> made(make());
+    if (!m_hook_registered) {
+      // Once per Kokkos initialisation: the hook runs at the start of Kokkos::finalize and is
+      // registered again at the next initialisation's first call.
+      Kokkos::push_finalize_hook([] { PlanCache::instance().release(true); });
+      m_hook_registered = true;
+    }
+    if (m_entries.size() == capacity) {
+      evicted = std::move(m_entries.back().second);
+      m_entries.pop_back();
+    }
+    m_entries.insert(m_entries.begin(), {key, made});
+    return made;
+  }
+
+  /// Drops every cached plan (their memory is freed once calls in flight on other threads
+  /// return).
+  void release(bool finalizing = false) {
+    std::vector<std::pair<PlanKey, std::shared_ptr<CachedPlanBase>>> gone;
+    {
+      std::lock_guard<std::mutex> lock(m_mutex);
+      gone.swap(m_entries);
+      if (finalizing) m_hook_registered = false;
+    }
+  }
+
+  std::size_t size() {
+    std::lock_guard<std::mutex> lock(m_mutex);
+    return m_entries.size();
+  }
+
+  static constexpr std::size_t capacity = 32;
+
+ private:
+  PlanCache() = default;
+  std::mutex m_mutex;
+  std::vector<std::pair<PlanKey, std::shared_ptr<CachedPlanBase>>> m_entries;
+  bool m_hook_registered = false;
+};
+
+}  // namespace Impl
+}  // namespace FusedLinear
+
+#endif

@@ -1,0 +1,78 @@
+// SPDX-License-Identifier: Apache-2.0
+/// \file Device.hpp
+/// CUDA runtime state a call must get right and leave as it found it: the calling thread's
+/// current device, and the device-wide cache preference around vendor GEMMs.
+#ifndef FUSED_LINEAR_IMPL_CUDA_DEVICE_HPP
+#define FUSED_LINEAR_IMPL_CUDA_DEVICE_HPP
+
+#include <Kokkos_Core.hpp>  // KOKKOS_ENABLE_CUDA
+
+#if defined(KOKKOS_ENABLE_CUDA)
+#include <stdexcept>
+#include <string>
+
+#include <cuda_runtime.h>
+
+namespace FusedLinear {
+namespace Impl {
+
+/// Throws std::runtime_error naming `function` and what failed, for a CUDA runtime error.
+inline void cuda_check(cudaError_t e, const char* function, const char* what) {
+  if (e != cudaSuccess)
+    throw std::runtime_error(std::string(function) + ": cannot " + what + " (" +
+                             cudaGetErrorString(e) + ")");
+}
+
+/// Makes `device` (the device of the caller's execution space instance) current on this thread
+/// for a scope and restores the thread's previous device after: direct CUDA calls (cuBLASLt, the
+/// sm_90a kernels, allocations, attribute queries) act on the current device, which in an
+/// application's worker thread, or one that uses another GPU too, need not be Kokkos'.
+class CudaDeviceGuard {
+ public:
+  CudaDeviceGuard(int device, const char* function) {
+    cuda_check(cudaGetDevice(&m_previous), function, "query the current device");
+    if (m_previous != device) {
+      cuda_check(cudaSetDevice(device), function, "make the execution space's device current");
+      m_changed = true;
+    }
+  }
+  ~CudaDeviceGuard() {
+    if (m_changed) cudaSetDevice(m_previous);
+  }
+  CudaDeviceGuard(const CudaDeviceGuard&) = delete;
+  CudaDeviceGuard& operator=(const CudaDeviceGuard&) = delete;
+
+ private:
+  int m_previous = 0;
+  bool m_changed = false;
+};
+
+/// Kokkos 3.4 sets cudaFuncCachePreferShared device-wide when it initialises (its own kernels
+/// carry per-kernel settings). cuBLAS's kernels follow the device-wide setting, and with it
+/// cuBLAS's fp32 SIMT GEMM runs 10% slower on an H200 (PyTorch's own 1024x8192x8192 product:
+/// 2.72 ms with the default preference, 3.00 ms with Kokkos'; docs/design/vendor-paths.md). So
+/// around a vendor GEMM the default preference is put back, and the previous one restored after
+/// (a launch-time preference: no effect on results). Needs the device current (CudaDeviceGuard).
+class CacheConfigGuard {
+ public:
+  CacheConfigGuard() {
+    if (cudaDeviceGetCacheConfig(&m_previous) == cudaSuccess &&
+        m_previous != cudaFuncCachePreferNone)
+      m_changed = cudaDeviceSetCacheConfig(cudaFuncCachePreferNone) == cudaSuccess;
+  }
+  ~CacheConfigGuard() {
+    if (m_changed) cudaDeviceSetCacheConfig(m_previous);
+  }
+  CacheConfigGuard(const CacheConfigGuard&) = delete;
+  CacheConfigGuard& operator=(const CacheConfigGuard&) = delete;
+
+ private:
+  cudaFuncCache m_previous = cudaFuncCachePreferNone;
+  bool m_changed = false;
+};
+
+}  // namespace Impl
+}  // namespace FusedLinear
+
+#endif
+#endif
