@@ -368,7 +368,8 @@ std::vector<Result> run(const Config& c) {
   std::vector<std::unique_ptr<Plan>> plans;  // one per result; null where refused
   std::vector<Result> results;
   for (const Algorithm a : c.algorithms) {
-    Result r{a, {}, {}, 0, 0, 0, 0, {}};
+    const double none = std::numeric_limits<double>::quiet_NaN();  // JSON null: not timed
+    Result r{a, {}, {}, none, none, none, none, {}};
     try {
       plans.emplace_back(new Plan(ExecSpace(), X, W, b, Y, Scalar(c.multiplier), Scalar(c.slope),
                                   FusedLinear::Options(a, c.precision)));

@@ -1,7 +1,11 @@
 #!/usr/bin/env bash
 # Runs on the GPU machine, from the repository root, with .device/ made by
 # `scripts/build-cuda.sh --bundle` beside it. Logs go to $OUT (default /tmp/fused-linear-out).
-#   scripts/device-run.sh tests                  the test suite and the example
+#   scripts/device-run.sh tests                  the test suites (every execution space of the
+#                                                build) and the example
+#   scripts/device-run.sh overhead [SHAPES...]   per-call cost of Plan::execute and of the
+#                                                one-shot call, beside the previous version's
+#                                                one-shot call (.device/old/, if bundled)
 #   scripts/device-run.sh compare [SHAPES...]    perf program + PyTorch peers, one table
 #   scripts/device-run.sh profile                kernel times and speed-of-light (ncu) of one
 #                                                perf run at the reference shape
@@ -18,6 +22,7 @@ out="${OUT:-/tmp/fused-linear-out}"
 mkdir -p "$out"
 export LD_LIBRARY_PATH="/usr/local/cuda/lib64:$(pwd)/.device/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 export OMP_PROC_BIND=false PYTHONUNBUFFERED=1
+export FUSED_LINEAR_COMMIT="${FUSED_LINEAR_COMMIT:-$(cat .device/COMMIT 2>/dev/null)}"
 status=0
 step() {  # step NAME COMMAND...: run, log to $out/NAME.log, remember failures
   local name="$1"; shift
@@ -36,15 +41,37 @@ while [ $# -gt 0 ]; do
   case "$1" in
     tests)
       shift
-      step tests .device/bin/fused_linear_tests
+      for t in .device/bin/fused_linear_tests*; do step "$(basename "$t")" "$t"; done
       step example .device/bin/linear_leaky_relu_example 1000 3000 2000 ;;
+    overhead)
+      shift
+      shapes=()
+      while [ $# -gt 0 ] && [ -n "${1##[a-z]*}" ]; do shapes+=("$1"); shift; done
+      [ "${#shapes[@]}" -gt 0 ] || shapes=(128x1024x512 16x4096x4096 1024x8192x8192)
+      # Alternating runs of each binary, so that clock drift touches all alike.
+      TAIL=80 step overhead bash -c '
+        for shape in "$@"; do
+          IFS=x read -r m k n <<< "$shape"
+          for round in 1 2; do
+            for api in plan oneshot; do
+              echo "--- $shape new $api (round $round)"
+              .device/bin/fused_linear_perf --m $m --k $k --n $n --algorithm auto --reps 200 \
+                --api $api | grep -E "^auto "
+            done
+            if [ -x .device/old/fused_linear_perf ]; then
+              echo "--- $shape old one-shot (round $round)"
+              .device/old/fused_linear_perf --m $m --k $k --n $n --algorithm auto --reps 200 |
+                grep -E "^auto "
+            fi
+          done
+        done' overhead "${shapes[@]}" ;;
     compare)
       shift
       shapes=()
-      while [ $# -gt 0 ] && [ "$1" != tests ] && [ "$1" != profile ]; do shapes+=("$1"); shift; done
+      while [ $# -gt 0 ] && [ -n "${1##[a-z]*}" ]; do shapes+=("$1"); shift; done  # not a step
       [ "${#shapes[@]}" -gt 0 ] || shapes=(1024x8192x8192)
       TAIL=60 step compare python3 .device/compare.py --perf .device/bin/fused_linear_perf \
-        --peers .device/torch_peers.py --out "${out}/compare" ${COMPARE_ARGS:-} \
+        --out "${out}/compare" ${COMPARE_ARGS:-} \
         ${PERF_ARGS:+--perf-args "$PERF_ARGS"} "${shapes[@]}"
       # Few files come back from a lease: the plot beside one archive of everything.
       cp "${out}"/compare/*.png "${out}/" 2>/dev/null
@@ -65,6 +92,14 @@ while [ $# -gt 0 ]; do
             .device/bin/fused_linear_tests --gtest_filter="$SANITIZE_FILTER" --gtest_brief=1 \
             2>&1 | grep -vE "^\[ *(RUN|OK) *\]" | tail -n 25
           st=${PIPESTATUS[0]}; echo "--- $tool exit $st"; [ "$st" -eq 0 ] || rc=1
+        done
+        # The other test programs (initialise/finalise cycles) whole, with the leak check.
+        for t in .device/bin/fused_linear_tests_*; do
+          [ -x "$t" ] || continue
+          echo "--- compute-sanitizer --tool memcheck --leak-check full $(basename "$t")"
+          compute-sanitizer --tool memcheck --leak-check full --error-exitcode 99 \
+            --print-limit 20 "$t" 2>&1 | tail -n 15
+          st=${PIPESTATUS[0]}; echo "--- exit $st"; [ "$st" -eq 0 ] || rc=1
         done
         exit $rc' ;;
     sass)

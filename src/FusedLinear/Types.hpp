@@ -137,7 +137,7 @@ inline Precision precision_from_string(const std::string& name) {
 /// Knobs for tests and tuning experiments. NOT part of the stable API: names, meanings and
 /// defaults may change in any release. The defaults are what the library measured best.
 struct Tuning {
-  /// fused_skinny: force this many teams per tile along K (0: the library's rule).
+  /// fused_skinny and skinny_sm90: force K split this many ways (0: the library's rule).
   int skinny_splits = 0;
   /// Vendor 3xTF32: batch the K ranges' sums in one product when they fit in this many bytes.
   std::size_t tf32x3_partials_limit = std::size_t(256) << 20;

@@ -65,9 +65,15 @@ struct Decision {
 
 /// Auto's thresholds, from measurements (perf/RESULTS.md, docs/design/dispatch.md).
 struct AutoRule {
-  /// GPUs: few rows stream W; the skinny kernels beat cuBLAS there (H200, K = N = 8192: 1.4x at
-  /// M = 1 to 1.2x at M = 16; cuBLAS wins from M = 32).
+  /// GPUs: few rows stream W; the skinny kernels beat cuBLAS there (H200, K = N = 8192: the
+  /// portable one 1.4x at M = 1 to 1.2x at M = 16, cuBLAS ahead from M = 32).
   static constexpr std::int64_t skinny_rows = 16;
+  /// Hopper: the sm_90a few-rows kernel keeps W streaming from the bulk-copy engine up to 64
+  /// rows of a large layer (H200, K = N = 8192: 0.069 ms at M = 1, 0.077 at M = 16, 0.123 at
+  /// M = 32 against cuBLASLt's 0.23, 0.216 at M = 64 against 0.225); past 64 rows it would read
+  /// W once per 64 rows. Small layers keep the portable kernel's single short launch.
+  static constexpr std::int64_t sm90_skinny_rows = 64;
+  static constexpr std::int64_t sm90_skinny_weights = std::int64_t(1) << 24;
   /// GPUs: small layers, one launch and no pass over Y (64x1024x1024, 128x1024x512: 1.3-1.5x
   /// cuBLAS plus the pass; cuBLAS ahead at 128x4096x1024).
   static constexpr std::int64_t small_rows = 256;
@@ -88,8 +94,10 @@ inline bool is_skinny(Algorithm a) {
 /// The fastest strict path for a shape (Algorithm::Auto in Precision::Strict).
 inline Algorithm strict_auto(const Shape& s, const Facts& f) {
   if (f.backend == Backend::Host) return Algorithm::FusedSkinny;
-  if (s.M <= AutoRule::skinny_rows)
-    return f.sm90_skinny == nullptr ? Algorithm::SkinnySm90 : Algorithm::FusedSkinny;
+  if (f.sm90_skinny == nullptr && s.M <= AutoRule::sm90_skinny_rows &&
+      s.N * s.K >= AutoRule::sm90_skinny_weights)
+    return Algorithm::SkinnySm90;
+  if (s.M <= AutoRule::skinny_rows) return Algorithm::FusedSkinny;
   if (s.M <= AutoRule::small_rows && s.N * s.K <= AutoRule::small_weights)
     return Algorithm::FusedSkinny;
   if (s.M <= AutoRule::mid_rows && s.N * s.K <= AutoRule::mid_weights)

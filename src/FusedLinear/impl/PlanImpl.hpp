@@ -182,6 +182,7 @@ class PlanImpl {
       if (a == Algorithm::FusedSm90 || a == Algorithm::SkinnySm90) {
         m_sm90_device = sm90_device(exec);
         m_sm90_choice = options.tuning.sm90_tf32x3_kernel;
+        m_sm90_splits = options.tuning.skinny_splits;
         const Sm90::Problem p = sm90_problem(X, W, b, Y, m_ep);
         m_sm90_bytes = a == Algorithm::FusedSm90 ? Sm90::tf32x3_workspace_bytes(p)
                                                  : Sm90::skinny_workspace_bytes(m_sm90_device, p);
@@ -243,11 +244,11 @@ class PlanImpl {
                              (refusal ? refusal : "their alignment needs more workspace") +
                              "); make a plan for them");
       const cudaStream_t stream = exec.cuda_stream();
-      void* workspace = m_base + m_sm90_at;
+      void* workspace = m_sm90_bytes > 0 ? m_base + m_sm90_at : nullptr;
       cuda_check(tf32x3 ? Sm90::tf32x3_linear_leaky_relu(stream, m_sm90_device, p, workspace,
                                                          m_sm90_bytes, m_sm90_choice)
                         : Sm90::skinny_linear_leaky_relu(stream, m_sm90_device, p, workspace,
-                                                         m_sm90_bytes),
+                                                         m_sm90_bytes, m_sm90_splits),
                  function, tf32x3 ? "run the sm_90a 3xTF32 kernel" : "run the sm_90a few-rows kernel");
       return;
     }
@@ -278,7 +279,7 @@ class PlanImpl {
 #endif
 #if defined(FUSED_LINEAR_SM90A)
   Sm90::Device m_sm90_device;
-  int m_sm90_choice = 0;
+  int m_sm90_choice = 0, m_sm90_splits = 0;
   std::size_t m_sm90_bytes = 0, m_sm90_at = 0;
 #endif
 };

@@ -44,7 +44,8 @@ constexpr std::int64_t max_extent = (std::int64_t(1) << 31) - 1024;
 /// capability 9.0 GPU"), or nullptr when it can. Pointers are not dereferenced.
 const char* tf32x3_refusal(const Device& d, const Problem& p);
 
-/// Bytes of device workspace a 3xTF32 call of this shape needs (16-byte aligned start).
+/// Bytes of device workspace a 3xTF32 call of this shape needs (16-byte aligned start; need not
+/// be zeroed). W's rows not 16-byte aligned (or K = 0) add a padded copy of W: N * K * 4 bytes.
 std::size_t tf32x3_workspace_bytes(const Problem& p);
 
 /// Which of the 3xTF32 kernels a call takes: 0 chooses by the shape, 1 the tile kernel, 2 the

