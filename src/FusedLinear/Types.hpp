@@ -63,8 +63,8 @@ enum class Gemm {
   Rocblas,              ///< rocBLAS, through KokkosBlas::gemm
   OneMkl,               ///< oneMKL, through KokkosBlas::gemm
   KokkosKernelsNative,  ///< Kokkos Kernels' own gemm kernel (no vendor BLAS serves the Views)
-  FusedKernel,          ///< FusedLinear's tiled TeamPolicy kernel
-  SkinnyKernel,         ///< FusedLinear's skinny TeamPolicy kernel
+  FusedKernel,          ///< FusedLinear's fused kernel (tiled TeamPolicy; packed GEMM on hosts)
+  SkinnyKernel,         ///< FusedLinear's skinny kernel
   Sm90Tf32x3Kernel,     ///< FusedLinear's sm_90a wgmma 3xTF32 kernel
   Sm90SkinnyKernel,     ///< FusedLinear's sm_90a few-rows kernel
 };
@@ -90,8 +90,8 @@ inline constexpr Named<Gemm> gemm_names[] = {
     {Gemm::Rocblas, "rocBLAS"},
     {Gemm::OneMkl, "oneMKL"},
     {Gemm::KokkosKernelsNative, "Kokkos Kernels native gemm"},
-    {Gemm::FusedKernel, "FusedLinear TeamPolicy kernel"},
-    {Gemm::SkinnyKernel, "FusedLinear skinny TeamPolicy kernel"},
+    {Gemm::FusedKernel, "FusedLinear fused kernel"},
+    {Gemm::SkinnyKernel, "FusedLinear skinny kernel"},
     {Gemm::Sm90Tf32x3Kernel, "FusedLinear sm_90a wgmma 3xTF32 kernel"},
     {Gemm::Sm90SkinnyKernel, "FusedLinear sm_90a few-rows kernel"}};
 

@@ -20,10 +20,11 @@ namespace Impl {
 /// The kind of execution space a plan runs on.
 enum class Backend { Host, Cuda, Hip, Sycl, OtherDevice };
 
-/// What the host BLAS behind Kokkos Kernels is (host backends): Debian's reference BLAS is
-/// single-threaded and unblocked, 2-8x slower than the library's own host kernels; an optimised
-/// one (OpenBLAS, BLIS, MKL) is the fastest product at large shapes.
-enum class HostBlas { Unknown, Reference, Optimized };
+/// What the host BLAS behind Kokkos Kernels is (host backends, HostBlas.hpp): Debian's
+/// reference BLAS is single-threaded and unblocked; an optimised one (OpenBLAS, BLIS, MKL) runs
+/// kernels written for the CPU's vector units, unless it does not know the CPU and falls back
+/// to older ones (Generic: OpenBLAS 0.3.21 runs its SSE3 "Prescott" kernels on a 2023 Xeon).
+enum class HostBlas { Unknown, Reference, Optimized, Generic };
 
 /// What is true of the build, the execution space, its device and the Views, for one plan.
 struct Facts {
@@ -85,6 +86,24 @@ struct AutoRule {
   /// kernel writes Y once (H200: 8192x64x8192 fused 0.305 ms against 0.580; 4096x256x4096 0.235
   /// against 0.277; even at 2048x512x8192).
   static constexpr std::int64_t short_k = 256;
+
+  /// Host: few rows stream W from memory once; the skinny kernel's dot products along K beat the
+  /// fused kernel's packed GEMM up to 16 rows (1 thread of a 2-core Emerald Rapids Xeon VM,
+  /// AVX-512, docs/design/host-kernels.md: 1x4096x4096 4.8 ms against 11.2; 16x4096x4096 11.7 against 16.7; 16x1024x1024 0.42 against 0.55) and
+  /// tie at 24-32 rows (24x4096x4096 11.6 against 12.1; 32x1024x1024 0.78 against 0.71).
+  static constexpr std::int64_t host_skinny_rows = 16;
+  /// Host with an optimised BLAS whose kernels fit the CPU (HostBlas::Optimized): the BLAS's
+  /// product plus the pass over Y beats the fused kernel by 5-15% on long-K products of at least
+  /// 128 rows (1 thread, OpenBLAS 0.3.21 with its SkylakeX kernels, share of the FMA peak:
+  /// 1024^3 81-82% against 75-76%; 512x4096x4096 79-83% against 70-75%; 1024x2048x2048 67-77%
+  /// against 60-67%; 128x1024x512 64-65% against 57-61%); the fused kernel stays level or ahead
+  /// where K is short (the pass is then a large share: 512^3 80-84% against 78-80%, 4096x64x4096
+  /// 34-36% against 36-37%, 2048x128x2048 53% against 55%), at 64 rows (64x1024x1024 38-41%
+  /// against 54-56%, 64x16384x1024 level). Every other host BLAS loses to the host kernels at
+  /// every shape measured, never vendor there: BLIS on its AVX2 kernels 1.4x, OpenBLAS on its
+  /// SSE3 ones 3.5-4.5x, the reference BLAS 40x (1024^3); and one not identified is not trusted.
+  static constexpr std::int64_t host_vendor_rows = 128;
+  static constexpr std::int64_t host_vendor_k = 1024;
 };
 
 inline bool is_skinny(Algorithm a) {
@@ -93,7 +112,13 @@ inline bool is_skinny(Algorithm a) {
 
 /// The fastest strict path for a shape (Algorithm::Auto in Precision::Strict).
 inline Algorithm strict_auto(const Shape& s, const Facts& f) {
-  if (f.backend == Backend::Host) return Algorithm::FusedSkinny;
+  if (f.backend == Backend::Host) {
+    if (s.M <= AutoRule::host_skinny_rows) return Algorithm::FusedSkinny;
+    if (f.blas == Gemm::HostBlas && f.host_blas == HostBlas::Optimized &&
+        s.M >= AutoRule::host_vendor_rows && s.K >= AutoRule::host_vendor_k)
+      return Algorithm::Vendor;
+    return Algorithm::Fused;
+  }
   if (f.sm90_skinny == nullptr && s.M <= AutoRule::sm90_skinny_rows &&
       s.N * s.K >= AutoRule::sm90_skinny_weights)
     return Algorithm::SkinnySm90;
@@ -141,8 +166,15 @@ inline Decision resolve(const Request& r, const Shape& s, const Facts& f, const 
       d.algorithm = Algorithm::FusedSm90;
     } else if (f.cublaslt) {
       d.algorithm = Algorithm::VendorLt;
+    } else if (r.precision == Precision::TF32 && f.blas == Gemm::Cublas) {
+      d.algorithm = Algorithm::Vendor;
     } else {
-      d.algorithm = Algorithm::Vendor;  // refused below unless cuBLAS serves it
+      // No path computes this precision here (the host, other GPUs' builds without cuBLAS):
+      // strict fp32 is at least as accurate.
+      d.algorithm = strict;
+      d.precision = Precision::Strict;
+      d.note = "precision " + mode + " asked under auto, a floor: no path computes it here (" +
+               "it needs cuBLAS, cuBLASLt or a Hopper GPU); strict fp32 runs";
     }
   }
 

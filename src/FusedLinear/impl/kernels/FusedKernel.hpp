@@ -10,6 +10,7 @@
 
 #include "FusedLinear/Epilogue.hpp"
 #include "FusedLinear/impl/kernels/Common.hpp"
+#include "FusedLinear/impl/kernels/HostKernels.hpp"
 
 namespace FusedLinear {
 namespace Impl {
@@ -27,9 +28,8 @@ namespace Impl {
 /// The thread tile is split in 16-byte groups spaced tile/2 apart, so a warp's scratch reads
 /// are conflict-free broadcasts and its global writes are contiguous.
 ///
-/// Host (OpenMP, Serial): one thread per team (host team sizes are tiny), a 4x16 register tile
-/// (sixteen 4-wide vector accumulators fit the 16 AVX registers), deep K steps because host
-/// barriers of a one-thread team cost nothing.
+/// Host (OpenMP, Serial, Threads, HPX): not this kernel but HostFusedKernel (HostKernels.hpp), a
+/// register-blocked GEMM on the host's SIMD vectors; run_fused takes it.
 ///
 /// GPU double: 64 accumulators of 8 bytes would need the whole register file (the compiler spilled
 /// 2.2 KB per thread), so double uses 4x4 thread tiles on 64x64 team tiles.
@@ -50,14 +50,6 @@ struct FusedTiles {
   static constexpr int tile_k = wide ? 8 : FUSED_LINEAR_TUNE_TILE_K;
   static constexpr int thread_m = wide ? 4 : 8, thread_n = wide ? 4 : 8;
   static constexpr int min_teams_per_sm = wide ? 1 : FUSED_LINEAR_TUNE_MIN_TEAMS;
-};
-
-template <class ExecSpace, class Scalar>
-struct FusedTiles<ExecSpace, Scalar, true> {
-  static constexpr int vector = Pack16<Scalar>::size;
-  static constexpr int tile_m = 4, tile_n = 16, tile_k = 64;
-  static constexpr int thread_m = 4, thread_n = 16;
-  static constexpr int min_teams_per_sm = 1;
 };
 
 /// The fused Linear -> scale -> LeakyReLU kernel: Y = ep(X . W^T, b), one tile of Y per team.
@@ -291,9 +283,10 @@ struct FusedLinearKernel {
   }
 };
 
+/// Y = ep(X . W^T, b) through FusedLinearKernel (GPUs).
 template <class ExecSpace, class XView, class WView, class BView, class YView, class Scalar>
-void run_fused(const ExecSpace& exec, const XView& X, const WView& W, const BView& b,
-               const YView& Y, const LeakyReLUEpilogue<Scalar>& ep) {
+void run_fused_portable(const ExecSpace& exec, const XView& X, const WView& W, const BView& b,
+                        const YView& Y, const LeakyReLUEpilogue<Scalar>& ep) {
   const std::int64_t M = Y.extent(0), N = Y.extent(1), K = X.extent(1);
   const bool vectorized = rows_are_packable(X) && rows_are_packable(W) && rows_are_packable(Y);
   auto launch = [&](auto kernel) {
@@ -309,6 +302,17 @@ void run_fused(const ExecSpace& exec, const XView& X, const WView& W, const BVie
     launch(FusedLinearKernel<ExecSpace, XView, WView, BView, YView, false>{X, W, b, Y, ep, M,
                                                                            N, K, 0});
   }
+}
+
+/// Y = ep(X . W^T, b) through the fused kernel of ExecSpace's kind: FusedLinearKernel on GPUs,
+/// HostFusedKernel (HostKernels.hpp) on the host.
+template <class ExecSpace, class XView, class WView, class BView, class YView, class Scalar>
+void run_fused(const ExecSpace& exec, const XView& X, const WView& W, const BView& b,
+               const YView& Y, const LeakyReLUEpilogue<Scalar>& ep) {
+  if constexpr (is_host_space<ExecSpace>())
+    run_fused_host(exec, X, W, b, Y, ep);
+  else
+    run_fused_portable(exec, X, W, b, Y, ep);
 }
 
 }  // namespace Impl

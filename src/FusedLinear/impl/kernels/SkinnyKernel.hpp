@@ -11,6 +11,7 @@
 
 #include "FusedLinear/Epilogue.hpp"
 #include "FusedLinear/impl/kernels/Common.hpp"
+#include "FusedLinear/impl/kernels/HostKernels.hpp"
 
 namespace FusedLinear {
 namespace Impl {
@@ -43,10 +44,11 @@ namespace Impl {
 /// 0.57 ms at 16x8192x8192; now 0.129 ms, and 0.082 ms at M = 1 (3.3 TB/s of W, faster than
 /// cuBLAS's GEMV-like kernel).
 ///
-/// Host: one thread per team, X read in place (no staging), 16 rows x 4 columns, 2 packs of K
-/// per chunk; the 4 columns' multiply-adds as one SIMD vector (`simd_columns`: GCC emitted
-/// scalar ones otherwise, 2x slower). 1.5-1.9x faster than fused on a 2-core host at every
-/// shape measured (perf/RESULTS.md), so host `auto` takes it throughout.
+/// Host: fused_skinny runs HostSkinnyKernel (HostKernels.hpp), dot products on the host's SIMD
+/// vectors. This kernel runs on the host only where Tuning::skinny_splits forces split K, so
+/// that tests exercise the GPUs' split-K fix-up on a CPU: one thread per team, X read in place
+/// (no staging), 16 rows x 4 columns, 2 packs of K per chunk, the 4 columns' multiply-adds as
+/// one SIMD vector (`simd_columns`: GCC emitted scalar ones otherwise, 2x slower).
 template <class ExecSpace, class Scalar, bool Tall, bool Host = is_host_space<ExecSpace>()>
 struct SkinnyTiles {
   static constexpr bool wide = sizeof(Scalar) > 4;
@@ -419,6 +421,9 @@ template <class ExecSpace, class XView, class WView, class BView, class YView, c
 void run_skinny(const ExecSpace& exec, const XView& X, const WView& W, const BView& b,
                 const YView& Y, const LeakyReLUEpilogue<Scalar>& ep, const SkinnyChoice& c,
                 Scalar* partials, unsigned long long* arrivals, unsigned long long call) {
+  if constexpr (is_host_space<ExecSpace>()) {
+    if (c.split.splits == 1) return run_skinny_host(exec, X, W, b, Y, ep);
+  }
   const std::int64_t M = Y.extent(0), N = Y.extent(1), K = X.extent(1);
   const bool vectorized = rows_are_packable(X) && rows_are_packable(W);
   auto launch = [&](auto vectorized, auto tall) {
