@@ -187,7 +187,9 @@ def run_section(run):
             "in the same precision (positive: auto is slower), against the eager reference, and "
             "against strict `auto`. Flagged: auto more than "
             f"{compare.AUTO_SLACK:.0%} behind the best path, auto slower than the eager "
-            "reference, 3xtf32 auto slower than strict auto.", "",
+            "reference, 3xtf32 auto slower than strict auto (unless it ran strict auto's kernel, "
+            "the floor: the two medians then differ only by their runs' context, e.g. what the "
+            "other paths of each run left in L2).", "",
             summary_section(summary) if summary else "No `auto` rows in this run.", "",
             "### Every path and peer, per shape", ""]
     for shape in shapes:

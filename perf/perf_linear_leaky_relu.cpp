@@ -385,8 +385,7 @@ std::vector<Result> run(const Config& c) {
     if (plans[i]) runnable.push_back(i);
   const auto call = [&](std::size_t i) {
     if (c.one_shot)
-      FusedLinear::linear_leaky_relu(ExecSpace(), X, W, b, Y, Scalar(c.multiplier),
-                                     Scalar(c.slope),
+      FusedLinear::linear_leaky_relu(ExecSpace(), X, W, b, Y, Scalar(c.multiplier), Scalar(c.slope),
                                      FusedLinear::Options(results[i].requested, c.precision));
     else
       plans[i]->execute(X, W, b, Y);
@@ -462,12 +461,12 @@ void print_header(const Config& c) {
             << ExecSpace().concurrency() << "\nshape MxKxN " << shape_string(c.shape) << ", layout "
             << (c.layout_left ? "left" : "right")
             << (c.alignment ? ", alignment " + std::to_string(c.alignment) : std::string())
-            << ", precision " << FusedLinear::to_string(c.precision)
-            << ", multiplier " << c.multiplier << ", slope "
-            << c.slope << ", seed " << c.seed << ", warm-up " << c.warmup << ", reps " << c.reps
-            << "\nhost BLAS library: "
-            << (FusedLinear::Impl::blas_library_path().empty() ? std::string("none found")
-                                                                : FusedLinear::Impl::blas_library_path())
+            << ", precision " << FusedLinear::to_string(c.precision) << ", multiplier "
+            << c.multiplier << ", slope " << c.slope << ", seed " << c.seed << ", warm-up "
+            << c.warmup << ", reps " << c.reps << "\nhost BLAS library: "
+            << (FusedLinear::Impl::blas_library_path().empty()
+                    ? std::string("none found")
+                    : FusedLinear::Impl::blas_library_path())
             << ", timed: " << (c.one_shot ? "one-shot linear_leaky_relu" : "Plan::execute")
             << "\nchecked against the float64 host reference: "
             << (c.check_rows == c.shape.M ? "all " : "") << c.check_rows << " of " << c.shape.M
@@ -478,8 +477,7 @@ void print_header(const Config& c) {
 void print_table(const std::vector<Result>& results) {
   // Widths fit the longest values: "vendor_prefill" and the longest Gemm name.
   const char* const head = "%-15s %-15s %-7s %-37s %10s %10s %9s %9s %10s %12s %10s\n";
-  const char* const row =
-      "%-15s %-15s %-7s %-37s %10.4f %10.4f %9.1f %9.1f %10.2e %12.2e %10lld\n";
+  const char* const row = "%-15s %-15s %-7s %-37s %10.4f %10.4f %9.1f %9.1f %10.2e %12.2e %10lld\n";
   std::printf(head, "algorithm", "ran", "arith", "gemm", "median ms", "min ms", "GFLOP/s", "GB/s",
               "rel err", "max abs err", "unwritten");
   for (const Result& r : results)

@@ -10,12 +10,16 @@
 #   scripts/device-run.sh profile                kernel times and speed-of-light (ncu) of one
 #                                                perf run at the reference shape
 #   scripts/device-run.sh huge                   the 64-bit indexing tests (about 11 GB each)
+#   scripts/device-run.sh mpi                    examples/mpi_sharded, 2 ranks sharing the one GPU
+#                                                (correctness), with the Open MPI runtime bundled
+#                                                in .device/mpi (examples/mpi_sharded/bundle_openmpi.sh)
 #   scripts/device-run.sh sanitize               compute-sanitizer memcheck, racecheck,
 #                                                initcheck and synccheck over the test suite
 #   scripts/device-run.sh sass                   instruction mix of the FusedLinear kernels
 #   scripts/device-run.sh tests compare ...      several steps in one call (one lease)
-# Extra perf arguments: PERF_ARGS="--reps 50"; extra compare.py arguments: COMPARE_ARGS="--tf32". Each step's exit status is reported; the script
-# fails if any step failed.
+# Extra perf arguments: PERF_ARGS="--reps 50"; extra compare.py arguments: COMPARE_ARGS="--tf32";
+# STEP_TIMEOUT=S stops any step after S seconds (device time is scarce). Each step's exit status
+# is reported; the script fails if any step failed.
 set -uo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 out="${OUT:-/tmp/fused-linear-out}"
@@ -27,8 +31,9 @@ status=0
 step() {  # step NAME COMMAND...: run, log to $out/NAME.log, remember failures
   local name="$1"; shift
   echo "=== ${name}: $*"
-  "$@" > "${out}/${name}.log" 2>&1
+  timeout "${STEP_TIMEOUT:-0}" "$@" > "${out}/${name}.log" 2>&1
   local rc=$?
+  [ "$rc" -ne 124 ] || echo "(${name}: stopped after STEP_TIMEOUT=${STEP_TIMEOUT} s)" >> "${out}/${name}.log"
   tail -n "${TAIL:-15}" "${out}/${name}.log"
   echo "=== ${name}: exit ${rc}"
   [ "$rc" -eq 0 ] || status=1
@@ -76,14 +81,24 @@ while [ $# -gt 0 ]; do
       # Few files come back from a lease: the plot beside one archive of everything.
       cp "${out}"/compare/*.png "${out}/" 2>/dev/null
       tar czf "${out}/compare.tgz" -C "${out}" compare && rm -rf "${out}/compare" ;;
+    mpi)
+      shift
+      step mpi bash -c '
+        source .device/mpi/env.sh || exit 1
+        export OMP_NUM_THREADS=4
+        for p in strict 3xtf32; do
+          mpiexec -np 2 --bind-to none .device/bin/mpi_sharded_linear --m 1024 --k 8192 \
+            --n 8192 --precision $p --reps 10 || exit 1
+        done' ;;
     huge)
       shift
       FUSED_LINEAR_TEST_HUGE=1 step huge .device/bin/fused_linear_tests --gtest_filter='HugeIndices*' ;;
     sanitize)
       shift
       # Every kernel at shapes that are and are not tile multiples; the randomised test is left
-      # to the plain run (under the tools it would take minutes), the huge ones too.
-      export SANITIZE_FILTER="${SANITIZE_FILTER:--Randomized*:HugeIndices*}"
+      # to the plain run (under the tools it would take minutes), the huge ones too, and the
+      # host execution spaces' suite (no GPU memory to check there).
+      export SANITIZE_FILTER="${SANITIZE_FILTER:--*Randomized*:*HugeIndices*:OtherSpace/*}"
       TAIL=40 step sanitize bash -c '
         rc=0
         for tool in memcheck racecheck initcheck synccheck; do

@@ -1,15 +1,23 @@
 #!/usr/bin/env bash
 # Installs everything FusedLinear needs on a Debian bookworm machine, idempotently:
-#   1. Debian binary packages (compilers, CMake, Ninja, GoogleTest, Google Benchmark, BLAS/LAPACK);
+#   1. Debian binary packages (compilers, CMake, Ninja, GoogleTest, Google Benchmark, LAPACK, an
+#      optimised BLAS: BLIS, OpenMP build, selected as libblas.so.3; Open MPI for host);
 #   2. deb-src entries derived from the machine's own apt sources (no host is named here);
 #   3. Kokkos 3.4.01 and Kokkos Kernels 3.4.01 from Debian's trilinos 13.2.0 *source* package,
 #      patched (cmake/patches) and installed into a cache prefix outside the repository, one
 #      prefix per configuration, rebuilt only when the version or the configuration changes.
 #
-# Usage: scripts/setup.sh [host] [cuda]        (default: host)
-#   host  Kokkos with OpenMP + Serial, Kokkos Kernels with the host BLAS/LAPACK TPLs.
-#   cuda  Kokkos with CUDA (sm_90, Hopper) + OpenMP + Serial through nvcc_wrapper, Kokkos Kernels
-#         with cuBLAS and host BLAS/LAPACK. Needs nvcc (CUDA 13) but no GPU.
+# Usage: scripts/setup.sh [config...]        (default: host)
+#   host      Kokkos with OpenMP + Serial for this CPU's vector ISA (Kokkos_ARCH_*, detected; see
+#             host_arch_flags), Kokkos Kernels with the host BLAS/LAPACK TPLs.
+#   cuda      Kokkos with CUDA (sm_90, Hopper) + OpenMP + Serial through nvcc_wrapper, Kokkos Kernels
+#             with cuBLAS and host BLAS/LAPACK. Needs nvcc (CUDA 13) but no GPU.
+#   debug     Kokkos with Serial only (no OpenMP), Kokkos_ENABLE_DEBUG and bounds checks, C++20,
+#             Kokkos Kernels with the host BLAS/LAPACK TPLs: the prefix of the sanitizer build.
+#   threads   Kokkos with Threads (C++ threads backend) + Serial, Kokkos Kernels with host BLAS.
+#   hip       Debian's hipcc 5.2.3 (installed here), Kokkos with HIP for gfx90a (VEGA90A: MI200
+#             series) + Serial, Kokkos Kernels without TPLs. Needs no AMD GPU.
+#   cuda-uvm  as cuda, with Kokkos_ENABLE_CUDA_UVM=ON (CudaUVMSpace is Cuda's default memory space).
 # Environment:
 #   FUSED_LINEAR_DEPS_DIR  cache root (default: ~/.cache/fused-linear)
 #   CUDA_HOME              CUDA toolkit (default: /usr/local/cuda)
@@ -36,12 +44,29 @@ as_root() {
 configs=("$@")
 [ "${#configs[@]}" -gt 0 ] || configs=(host)
 for c in "${configs[@]}"; do
-  case "$c" in host|cuda) ;; *) die "unknown configuration '$c' (expected host or cuda)";; esac
+  case "$c" in
+    host|cuda|debug|threads|hip|cuda-uvm) ;;
+    *) die "unknown configuration '$c' (expected host, cuda, debug, threads, hip or cuda-uvm)";;
+  esac
 done
 
 # ---------------------------------------------------------------- 1. Debian binary packages
-readonly PACKAGES=(build-essential cmake ninja-build git ca-certificates xz-utils patch
-                   googletest libgtest-dev libbenchmark-dev libblas-dev liblapack-dev)
+# The host BLAS: BLIS, OpenMP build (libblis4-openmp), selected as libblas.so.3, the soname Kokkos
+# Kernels' BLAS TPL links. Measured on the CI's 2-core Xeon (model 207) against Debian's other
+# builds: OpenBLAS 0.3.21 does not know this CPU and falls back to its Prescott (SSE3) kernels
+# (37-60 GFLOP/s sgemm at 1024^3 .. 512x4096^2), BLIS 0.9 takes its Haswell (AVX2) kernels
+# (130-150 GFLOP/s, 2.3-3x); the OpenMP build keeps its speed when called right after a Kokkos
+# OpenMP kernel (it uses libgomp's threads, as Kokkos does), the pthread build loses up to half
+# (its own threads next to Kokkos' spinning ones). BLIS runs one thread unless BLIS_NUM_THREADS
+# or OMP_NUM_THREADS is set. libblas-dev/liblapack-dev for linking (-lblas, -llapack).
+readonly BLAS_PACKAGE=libblis4-openmp BLAS_DIR=blis-openmp
+readonly PACKAGES=(build-essential cmake ninja-build git ca-certificates xz-utils patch python3
+                   googletest libgtest-dev libbenchmark-dev libblas-dev liblapack-dev
+                   "$BLAS_PACKAGE")
+# Open MPI for the MPI example and its test (host configuration; ~11 MB, under a minute).
+readonly HOST_PACKAGES=(libopenmpi-dev openmpi-bin)
+# Debian's HIP toolchain (ROCm 5.2.3, clang 15): only for the hip configuration.
+readonly HIP_PACKAGES=(hipcc libamdhip64-dev rocm-device-libs)
 apt_updated=0
 apt_update_once() {
   if [ "$apt_updated" -eq 0 ]; then
@@ -50,16 +75,41 @@ apt_update_once() {
     apt_updated=1
   fi
 }
-missing=()
-for p in "${PACKAGES[@]}"; do
-  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+install_packages() {
+  local missing=() p
+  for p in "$@"; do
+    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+  done
+  if [ "${#missing[@]}" -gt 0 ]; then
+    apt_update_once
+    log "installing ${missing[*]}"
+    as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
+      "${missing[@]}" >/dev/null
+  fi
+}
+install_packages "${PACKAGES[@]}"
+for c in "${configs[@]}"; do
+  case "$c" in
+    host) install_packages "${HOST_PACKAGES[@]}" ;;
+    hip) install_packages "${HIP_PACKAGES[@]}" ;;
+  esac
 done
-if [ "${#missing[@]}" -gt 0 ]; then
-  apt_update_once
-  log "installing ${missing[*]}"
-  as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
-    "${missing[@]}" >/dev/null
-fi
+
+# Installing the package selects it by priority only where no BLAS of higher priority is installed
+# (OpenBLAS: 95-100, BLIS OpenMP: 80) and the alternative is in auto mode, so it is set explicitly;
+# nothing is done when libblas.so.3 already points there. (For an OpenBLAS build the
+# libopenblas.so.0 and liblapack.so.3 alternatives would have to follow: its libblas.so.3 loads
+# libopenblas.so.0 through the alternatives directory.)
+readonly MULTIARCH="$(dpkg-architecture -qDEB_HOST_MULTIARCH 2>/dev/null || gcc -print-multiarch)"
+select_blas() {
+  local alt="libblas.so.3-${MULTIARCH}" path="/usr/lib/${MULTIARCH}/${BLAS_DIR}/libblas.so.3"
+  [ -e "$path" ] || die "${path} missing (is ${BLAS_PACKAGE} installed?)"
+  if [ "$(update-alternatives --query "$alt" 2>/dev/null | sed -n 's/^Value: //p')" != "$path" ]; then
+    log "selecting ${path} as libblas.so.3"
+    as_root update-alternatives --quiet --set "$alt" "$path"
+  fi
+}
+select_blas
 
 # ---------------------------------------------------------------- 2. deb-src from existing sources
 # Copy every binary ("deb") source the machine already uses into a matching "deb-src" entry, so the
@@ -100,14 +150,18 @@ fetch_sources() {
   mkdir -p "$SRC_DIR"
   local tarball="${SRC_DIR}/trilinos_${TRILINOS_VERSION}.orig.tar.gz"
   if [ ! -f "$tarball" ]; then
-    if ! apt-cache showsrc trilinos 2>/dev/null | grep -q "^Version: ${TRILINOS_VERSION}"; then
+    # The listing is captured first: "apt-cache ... | grep -q" fails under pipefail when grep
+    # exits at its first match and apt-cache then writes into the closed pipe (SIGPIPE, 141).
+    local version
+    version="$(apt-cache showsrc trilinos 2>/dev/null | sed -n "s/^Version: \(${TRILINOS_VERSION}-.*\)/\1/p")" || true
+    if [ -z "$version" ]; then
       log "enabling deb-src entries derived from the existing apt sources"
       enable_deb_src
+      version="$(apt-cache showsrc trilinos 2>/dev/null | sed -n "s/^Version: \(${TRILINOS_VERSION}-.*\)/\1/p")" || true
     fi
-    apt-cache showsrc trilinos 2>/dev/null | grep -q "^Version: ${TRILINOS_VERSION}" ||
+    [ -n "$version" ] ||
       die "Debian's source package trilinos ${TRILINOS_VERSION} is not available from apt"
-    local version
-    version="$(apt-cache showsrc trilinos | sed -n "s/^Version: \(${TRILINOS_VERSION}-.*\)/\1/p" | head -n1)"
+    version="${version%%$'\n'*}"
     log "downloading Debian source package trilinos=${version}"
     # apt verifies the checksums listed in the signed .dsc.
     (cd "$SRC_DIR" && apt-get source --download-only -qq "trilinos=${version}" 2>&1 |
@@ -133,15 +187,13 @@ fetch_sources() {
 }
 
 # ---------------------------------------------------------------- 4. builds, one prefix per config
-common_kokkos_flags=(-G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_CXX_STANDARD=17
-                     -DCMAKE_CXX_EXTENSIONS=OFF -DBUILD_SHARED_LIBS=OFF
-                     -DCMAKE_POSITION_INDEPENDENT_CODE=ON
-                     -DKokkos_ENABLE_SERIAL=ON -DKokkos_ENABLE_OPENMP=ON
+common_kokkos_flags=(-G Ninja -DCMAKE_CXX_EXTENSIONS=OFF -DBUILD_SHARED_LIBS=OFF
+                     -DCMAKE_POSITION_INDEPENDENT_CODE=ON -DKokkos_ENABLE_SERIAL=ON
                      -DKokkos_ENABLE_TESTS=OFF -DKokkos_ENABLE_EXAMPLES=OFF)
 # Only the BLAS component, no default explicit instantiations: FusedLinear instantiates the gemm
 # it uses itself. F77_BLAS_MANGLE spares the Fortran compiler probe; LAPACK must stay on with BLAS
 # (Kokkos Kernels 3.4 fails to link otherwise).
-common_kernels_flags=(-G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_CXX_EXTENSIONS=OFF
+common_kernels_flags=(-G Ninja -DCMAKE_CXX_EXTENSIONS=OFF
                       -DBUILD_SHARED_LIBS=OFF -DCMAKE_POSITION_INDEPENDENT_CODE=ON
                       -DKokkosKernels_ENABLED_COMPONENTS=BLAS
                       -DKokkosKernels_ADD_DEFAULT_ETI=OFF
@@ -150,25 +202,79 @@ common_kernels_flags=(-G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_CXX_EXTENSIONS
                       -DKokkosKernels_INST_LAYOUTLEFT=OFF -DKokkosKernels_INST_LAYOUTRIGHT=OFF
                       -DKokkosKernels_INST_OFFSET_INT=OFF -DKokkosKernels_INST_OFFSET_SIZE_T=OFF
                       -DKokkosKernels_INST_ORDINAL_INT=OFF
-                      -DKokkosKernels_ENABLE_TESTS=OFF -DKokkosKernels_ENABLE_EXAMPLES=OFF
-                      -DKokkosKernels_ENABLE_TPL_BLAS=ON -DKokkosKernels_ENABLE_TPL_LAPACK=ON
-                      "-DF77_BLAS_MANGLE=(name,NAME) name ## _")
+                      -DKokkosKernels_ENABLE_TESTS=OFF -DKokkosKernels_ENABLE_EXAMPLES=OFF)
+host_blas_flags=(-DKokkosKernels_ENABLE_TPL_BLAS=ON -DKokkosKernels_ENABLE_TPL_LAPACK=ON
+                 "-DF77_BLAS_MANGLE=(name,NAME) name ## _")
+
+# Kokkos 3.4's architecture option for this CPU's vector ISA, for the host configurations: it
+# becomes -march for Kokkos and every consumer, and the host kernels' vector width follows it
+# (without one they compile for SSE2: correct, ~4x slower arithmetic). Binaries built against
+# such a prefix need that ISA; the stamp keys the prefix by it, so a cache shared by machines of
+# different ISAs holds one prefix per ISA. FUSED_LINEAR_HOST_ARCH overrides the detection: a
+# Kokkos 3.4 option name (SKX, HSW, BDW, ZEN, ZEN2, ZEN3, ...) or "none".
+host_arch_flags() {
+  local arch="${FUSED_LINEAR_HOST_ARCH:-}"
+  if [ -z "$arch" ]; then
+    local flags vendor family model
+    flags=" $(grep -m1 '^flags' /proc/cpuinfo | cut -d: -f2) "
+    vendor="$(grep -m1 '^vendor_id' /proc/cpuinfo | awk '{print $3}')"
+    family="$(grep -m1 '^cpu family' /proc/cpuinfo | awk '{print $4}')"
+    model="$(grep -m1 '^model[[:space:]]' /proc/cpuinfo | awk '{print $3}')"
+    case "$flags" in
+      # Intel Skylake-SP and later; AMD Zen 4 (Kokkos 3.4 has no ZEN4; skylake-avx512 code runs there).
+      *" avx512f "*) arch=SKX ;;
+      *" avx2 "*)
+        if [ "$vendor" = AuthenticAMD ]; then
+          case "$family" in
+            23) if [ "${model:-0}" -ge 48 ]; then arch=ZEN2; else arch=ZEN; fi ;;  # Zen 2 from model 0x30
+            25) arch=ZEN3 ;;
+            *) arch=ZEN ;;
+          esac
+        else arch=HSW; fi ;;
+      *) arch=none ;;
+    esac
+  fi
+  [ "$arch" = none ] || echo "-DKokkos_ARCH_${arch}=ON"
+}
 
 build_config() {
   local config="$1" prefix="${DEPS_DIR}/kokkos-${KOKKOS_VERSION}-$1"
   local kokkos_flags=("${common_kokkos_flags[@]}") kernels_flags=("${common_kernels_flags[@]}")
   case "$config" in
     host)
-      kokkos_flags+=(-DCMAKE_CXX_COMPILER=g++)
-      kernels_flags+=(-DCMAKE_CXX_COMPILER=g++) ;;
-    cuda)
-      [ -x "${CUDA_HOME}/bin/nvcc" ] || die "cuda: no nvcc at ${CUDA_HOME}/bin/nvcc (set CUDA_HOME)"
-      kokkos_flags+=(-DCMAKE_CXX_COMPILER="${KOKKOS_SRC}/bin/nvcc_wrapper"
+      kokkos_flags+=(-DCMAKE_BUILD_TYPE=Release -DCMAKE_CXX_STANDARD=17 -DKokkos_ENABLE_OPENMP=ON
+                     -DCMAKE_CXX_COMPILER=g++ $(host_arch_flags))
+      kernels_flags+=(-DCMAKE_BUILD_TYPE=Release -DCMAKE_CXX_COMPILER=g++ "${host_blas_flags[@]}") ;;
+    cuda|cuda-uvm)
+      [ -x "${CUDA_HOME}/bin/nvcc" ] || die "${config}: no nvcc at ${CUDA_HOME}/bin/nvcc (set CUDA_HOME)"
+      kokkos_flags+=(-DCMAKE_BUILD_TYPE=Release -DCMAKE_CXX_STANDARD=17 -DKokkos_ENABLE_OPENMP=ON
+                     -DCMAKE_CXX_COMPILER="${KOKKOS_SRC}/bin/nvcc_wrapper"
                      -DKokkos_ENABLE_CUDA=ON -DKokkos_ENABLE_CUDA_LAMBDA=ON
                      -DKokkos_ARCH_HOPPER90=ON -DCUDAToolkit_ROOT="${CUDA_HOME}")
-      kernels_flags+=(-DCMAKE_CXX_COMPILER="${prefix}/bin/nvcc_wrapper"
+      [ "$config" = cuda-uvm ] && kokkos_flags+=(-DKokkos_ENABLE_CUDA_UVM=ON)
+      kernels_flags+=(-DCMAKE_BUILD_TYPE=Release -DCMAKE_CXX_COMPILER="${prefix}/bin/nvcc_wrapper"
+                      "${host_blas_flags[@]}"
                       -DKokkosKernels_ENABLE_TPL_CUBLAS=ON -DKokkosKernels_ENABLE_TPL_CUSPARSE=OFF
                       -DCUDAToolkit_ROOT="${CUDA_HOME}") ;;
+    debug)
+      # Serial is then the default execution space; Kokkos_ENABLE_DEBUG and the bounds checks are
+      # compiled into every consumer through KokkosCore_config.h; Kokkos exports cxx_std_20.
+      kokkos_flags+=(-DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_CXX_STANDARD=20
+                     -DKokkos_ENABLE_OPENMP=OFF -DKokkos_ENABLE_DEBUG=ON
+                     -DKokkos_ENABLE_DEBUG_BOUNDS_CHECK=ON -DCMAKE_CXX_COMPILER=g++)
+      kernels_flags+=(-DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_CXX_COMPILER=g++
+                      "${host_blas_flags[@]}") ;;
+    threads)
+      kokkos_flags+=(-DCMAKE_BUILD_TYPE=Release -DCMAKE_CXX_STANDARD=17 -DKokkos_ENABLE_OPENMP=OFF
+                     -DKokkos_ENABLE_THREADS=ON -DCMAKE_CXX_COMPILER=g++ $(host_arch_flags))
+      kernels_flags+=(-DCMAKE_BUILD_TYPE=Release -DCMAKE_CXX_COMPILER=g++ "${host_blas_flags[@]}") ;;
+    hip)
+      command -v hipcc >/dev/null || die "hip: no hipcc (Debian package hipcc)"
+      kokkos_flags+=(-DCMAKE_BUILD_TYPE=Release -DCMAKE_CXX_STANDARD=17 -DKokkos_ENABLE_OPENMP=OFF
+                     -DCMAKE_CXX_COMPILER="$(command -v hipcc)"
+                     -DKokkos_ENABLE_HIP=ON -DKokkos_ARCH_VEGA90A=ON)
+      kernels_flags+=(-DCMAKE_BUILD_TYPE=Release -DCMAKE_CXX_COMPILER="$(command -v hipcc)"
+                      -DKokkosKernels_ENABLE_TPL_BLAS=OFF -DKokkosKernels_ENABLE_TPL_LAPACK=OFF) ;;
   esac
   # The stamp keys the prefix by version, patch and every flag: any change rebuilds it.
   local stamp
@@ -183,18 +289,19 @@ build_config() {
   rm -rf "$prefix" "$build"
   mkdir -p "$build"
   export PATH="${CUDA_HOME}/bin:${PATH}"
+  local t0=$SECONDS
   log "${config}: building Kokkos ${KOKKOS_VERSION} (log: ${build}/kokkos.log)"
   { cmake -S "$KOKKOS_SRC" -B "${build}/kokkos" -DCMAKE_INSTALL_PREFIX="$prefix" "${kokkos_flags[@]}" &&
     cmake --build "${build}/kokkos" -j "$JOBS" && cmake --install "${build}/kokkos"; } \
     > "${build}/kokkos.log" 2>&1 || { tail -n 40 "${build}/kokkos.log" >&2; die "${config}: Kokkos build failed"; }
-  log "${config}: building Kokkos Kernels ${KOKKOS_VERSION} (log: ${build}/kernels.log)"
+  log "${config}: Kokkos took $((SECONDS - t0)) s; building Kokkos Kernels ${KOKKOS_VERSION} (log: ${build}/kernels.log)"
   { cmake -S "$KERNELS_SRC" -B "${build}/kernels" -DCMAKE_INSTALL_PREFIX="$prefix" \
       -DKokkos_ROOT="$prefix" "${kernels_flags[@]}" &&
     cmake --build "${build}/kernels" -j "$JOBS" && cmake --install "${build}/kernels"; } \
     > "${build}/kernels.log" 2>&1 || { tail -n 40 "${build}/kernels.log" >&2; die "${config}: Kokkos Kernels build failed"; }
   echo "$stamp" > "${prefix}/.fused-linear-stamp"
   rm -rf "$build"
-  log "${config}: installed in ${prefix}"
+  log "${config}: installed in ${prefix} ($((SECONDS - t0)) s)"
 }
 
 for c in "${configs[@]}"; do build_config "$c"; done

@@ -33,16 +33,16 @@ RunInfo linear_leaky_relu(const ExecSpace& exec, const XView& X, const WView& W,
                           typename YView::non_const_value_type negative_slope,
                           Options options = {}) {
   static_assert(Impl::check_types<ExecSpace, XView, WView, BView, YView>(), "");
-  using Plan_ = Impl::PlanImpl<ExecSpace, Impl::CanonicalInput<ExecSpace, XView>,
-                               Impl::CanonicalInput<ExecSpace, WView>,
-                               Impl::CanonicalInput<ExecSpace, BView>,
-                               Impl::CanonicalOutput<ExecSpace, YView>>;
+  using Plan_ =
+      Impl::PlanImpl<ExecSpace, Impl::CanonicalInput<ExecSpace, XView>,
+                     Impl::CanonicalInput<ExecSpace, WView>, Impl::CanonicalInput<ExecSpace, BView>,
+                     Impl::CanonicalOutput<ExecSpace, YView>>;
   constexpr const char* function = "FusedLinear::linear_leaky_relu";
   const Impl::PlanKey key =
       Impl::plan_key<Plan_>(exec, X, W, b, Y, multiplier, negative_slope, options);
   auto cached = Impl::PlanCache::instance().get<Plan_>(key, [&] {
-    return std::make_unique<Impl::CachedPlan<Plan_>>(exec, X, W, b, Y, multiplier,
-                                                      negative_slope, options, function);
+    return std::make_unique<Impl::CachedPlan<Plan_>>(exec, X, W, b, Y, multiplier, negative_slope,
+                                                     options, function);
   });
   std::lock_guard<std::mutex> lock(cached->mutex);
   cached->plan.execute(exec, X, W, b, Y, function);

@@ -38,10 +38,10 @@ namespace FusedLinear {
 template <class ExecSpace, class XView, class WView, class BView, class YView>
 class Plan {
   static_assert(Impl::check_types<ExecSpace, XView, WView, BView, YView>(), "");
-  using Impl_ = Impl::PlanImpl<ExecSpace, Impl::CanonicalInput<ExecSpace, XView>,
-                               Impl::CanonicalInput<ExecSpace, WView>,
-                               Impl::CanonicalInput<ExecSpace, BView>,
-                               Impl::CanonicalOutput<ExecSpace, YView>>;
+  using Impl_ =
+      Impl::PlanImpl<ExecSpace, Impl::CanonicalInput<ExecSpace, XView>,
+                     Impl::CanonicalInput<ExecSpace, WView>, Impl::CanonicalInput<ExecSpace, BView>,
+                     Impl::CanonicalOutput<ExecSpace, YView>>;
 
  public:
   using execution_space = ExecSpace;

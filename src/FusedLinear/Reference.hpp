@@ -38,16 +38,18 @@ Kokkos::View<double**, Kokkos::LayoutRight, Kokkos::HostSpace> reference_linear_
   const LeakyReLUEpilogue<double> ep{multiplier, negative_slope};
   using Policy = Kokkos::MDRangePolicy<Kokkos::DefaultHostExecutionSpace, Kokkos::Rank<2>,
                                        Kokkos::IndexType<std::int64_t>>;
-  Kokkos::parallel_for(
-      "FusedLinear::reference", Policy({0, 0}, {M, N}), [=](std::int64_t i, std::int64_t j) {
-        // Four partial sums: independent chains the host can overlap (double needs no care).
-        double s[4] = {0, 0, 0, 0};
-        std::int64_t k = 0;
-        for (; k + 4 <= K; k += 4)
-          for (int q = 0; q < 4; ++q) s[q] += double(X(i, k + q)) * double(W(j, k + q));
-        for (; k < K; ++k) s[0] += double(X(i, k)) * double(W(j, k));
-        ref(i, j) = ep((s[0] + s[1]) + (s[2] + s[3]), double(b(j)));
-      });
+  Kokkos::parallel_for("FusedLinear::reference", Policy({0, 0}, {M, N}),
+                       [=](std::int64_t i, std::int64_t j) {
+                         // Four partial sums: independent chains the host can overlap (double needs
+                         // no care).
+                         double s[4] = {0, 0, 0, 0};
+                         std::int64_t k = 0;
+                         for (; k + 4 <= K; k += 4)
+                           for (int q = 0; q < 4; ++q)
+                             s[q] += double(X(i, k + q)) * double(W(j, k + q));
+                         for (; k < K; ++k) s[0] += double(X(i, k)) * double(W(j, k));
+                         ref(i, j) = ep((s[0] + s[1]) + (s[2] + s[3]), double(b(j)));
+                       });
   Kokkos::fence();
   return ref;
 }

@@ -75,11 +75,14 @@ struct Named {
   Enum value;
   const char* name;
 };
-inline constexpr Named<Algorithm> algorithm_names[] = {
-    {Algorithm::Auto, "auto"},          {Algorithm::Vendor, "vendor"},
-    {Algorithm::VendorPrefill, "vendor_prefill"}, {Algorithm::VendorLt, "vendor_lt"},
-    {Algorithm::Fused, "fused"},        {Algorithm::FusedSkinny, "fused_skinny"},
-    {Algorithm::FusedSm90, "fused_sm90"}, {Algorithm::SkinnySm90, "skinny_sm90"}};
+inline constexpr Named<Algorithm> algorithm_names[] = {{Algorithm::Auto, "auto"},
+                                                       {Algorithm::Vendor, "vendor"},
+                                                       {Algorithm::VendorPrefill, "vendor_prefill"},
+                                                       {Algorithm::VendorLt, "vendor_lt"},
+                                                       {Algorithm::Fused, "fused"},
+                                                       {Algorithm::FusedSkinny, "fused_skinny"},
+                                                       {Algorithm::FusedSm90, "fused_sm90"},
+                                                       {Algorithm::SkinnySm90, "skinny_sm90"}};
 inline constexpr Named<Precision> precision_names[] = {
     {Precision::Strict, "strict"}, {Precision::TF32, "tf32"}, {Precision::TF32x3, "3xtf32"}};
 inline constexpr Named<Gemm> gemm_names[] = {

@@ -76,8 +76,8 @@ bool has_data(const View& v) {
 
 /// The checks of every call, cheap when they pass: extents against `shape`, data, aliasing.
 template <class XView, class WView, class BView, class YView>
-void check_views(const XView& X, const WView& W, const BView& b, const YView& Y,
-                 const Shape& shape, const char* function) {
+void check_views(const XView& X, const WView& W, const BView& b, const YView& Y, const Shape& shape,
+                 const char* function) {
   if (std::int64_t(X.extent(0)) != shape.M || std::int64_t(X.extent(1)) != shape.K ||
       std::int64_t(W.extent(0)) != shape.N || std::int64_t(W.extent(1)) != shape.K ||
       std::int64_t(b.extent(0)) != shape.N || std::int64_t(Y.extent(0)) != shape.M ||
@@ -109,8 +109,8 @@ Shape check_arguments(const XView& X, const WView& W, const BView& b, const YVie
   // cuBLAS and BLAS take 32-bit dimensions; products of them may exceed 2^31 (64-bit indexing).
   constexpr std::size_t max_extent = 2147483647;
   if (X.extent(0) > max_extent || X.extent(1) > max_extent || W.extent(0) > max_extent)
-    refuse(function, "M, N and K must each be below 2^31; got X " + shape_of(X) + ", W " +
-                         shape_of(W));
+    refuse(function,
+           "M, N and K must each be below 2^31; got X " + shape_of(X) + ", W " + shape_of(W));
   if (!std::isfinite(static_cast<double>(multiplier)))
     refuse(function,
            "multiplier must be finite, got " + std::to_string(static_cast<double>(multiplier)));

@@ -69,12 +69,27 @@ struct AutoRule {
   /// GPUs: few rows stream W; the skinny kernels beat cuBLAS there (H200, K = N = 8192: the
   /// portable one 1.4x at M = 1 to 1.2x at M = 16, cuBLAS ahead from M = 32).
   static constexpr std::int64_t skinny_rows = 16;
-  /// Hopper: the sm_90a few-rows kernel keeps W streaming from the bulk-copy engine up to 64
-  /// rows of a large layer (H200, K = N = 8192: 0.069 ms at M = 1, 0.077 at M = 16, 0.123 at
-  /// M = 32 against cuBLASLt's 0.23, 0.216 at M = 64 against 0.225); past 64 rows it would read
-  /// W once per 64 rows. Small layers keep the portable kernel's single short launch.
-  static constexpr std::int64_t sm90_skinny_rows = 64;
+  /// Hopper: the sm_90a few-rows kernel streams W from the bulk-copy engine at 1.07-1.3x the
+  /// memory floor up to 16 rows of a large layer, whatever K (H200: 1x8192x8192 0.069 ms,
+  /// 16x8192x8192 0.087 against cuBLASLt's 0.173; 16x32768x4096 0.289 against 0.325); at 17-32
+  /// rows only where W is wide (32x8192x8192 0.131 against 0.223; at N = 4096 cuBLASLt is ahead:
+  /// 32x8192x4096 0.111 against 0.133, 32x32768x4096 0.321 against 0.471). Past 32 rows
+  /// cuBLASLt is level or ahead (40x8192x8192 0.232 against 0.223, 64x8192x8192 0.230 against
+  /// 0.228, 48x16384x8192 0.412 against 0.432, 64x32768x4096 0.398 against 0.836). Small layers
+  /// keep the portable kernel's single short launch.
+  static constexpr std::int64_t sm90_skinny_rows = 16;
+  static constexpr std::int64_t sm90_skinny_wide_rows = 32, sm90_skinny_wide_n = 8192,
+                                sm90_skinny_wide_max_k = 8192;
   static constexpr std::int64_t sm90_skinny_weights = std::int64_t(1) << 24;
+  /// TF32 under auto: strict few-rows kernels are the faster way to at least TF32 accuracy up to
+  /// 16 rows (16x8192x8192 0.087 ms against TF32 cuBLASLt's 0.098), TF32 past them
+  /// (32x8192x8192 0.098 against 0.131).
+  static constexpr std::int64_t tf32_floor_rows = 16;
+  /// 3xtf32 under auto: below this many multiply-adds (M N K) strict fp32 is faster than the
+  /// 3xTF32 paths, whose split of the operands and split K are then most of the time
+  /// (128x4096x1024: strict cuBLASLt 0.055 ms against fused_sm90 0.062; from 517x1023x2049 on
+  /// fused_sm90 is ahead: 0.061 against 0.086).
+  static constexpr std::int64_t tf32x3_min_work = std::int64_t(1) << 30;
   /// GPUs: small layers, one launch and no pass over Y (64x1024x1024, 128x1024x512: 1.3-1.5x
   /// cuBLAS plus the pass; cuBLAS ahead at 128x4096x1024).
   static constexpr std::int64_t small_rows = 256;
@@ -89,8 +104,9 @@ struct AutoRule {
 
   /// Host: few rows stream W from memory once; the skinny kernel's dot products along K beat the
   /// fused kernel's packed GEMM up to 16 rows (1 thread of a 2-core Emerald Rapids Xeon VM,
-  /// AVX-512, docs/design/host-kernels.md: 1x4096x4096 4.8 ms against 11.2; 16x4096x4096 11.7 against 16.7; 16x1024x1024 0.42 against 0.55) and
-  /// tie at 24-32 rows (24x4096x4096 11.6 against 12.1; 32x1024x1024 0.78 against 0.71).
+  /// AVX-512, docs/design/host-kernels.md: 1x4096x4096 4.8 ms against 11.2; 16x4096x4096 11.7
+  /// against 16.7; 16x1024x1024 0.42 against 0.55) and tie at 24-32 rows (24x4096x4096 11.6
+  /// against 12.1; 32x1024x1024 0.78 against 0.71).
   static constexpr std::int64_t host_skinny_rows = 16;
   /// Host with an optimised BLAS whose kernels fit the CPU (HostBlas::Optimized): the BLAS's
   /// product plus the pass over Y beats the fused kernel by 5-15% on long-K products of at least
@@ -119,8 +135,10 @@ inline Algorithm strict_auto(const Shape& s, const Facts& f) {
       return Algorithm::Vendor;
     return Algorithm::Fused;
   }
-  if (f.sm90_skinny == nullptr && s.M <= AutoRule::sm90_skinny_rows &&
-      s.N * s.K >= AutoRule::sm90_skinny_weights)
+  if (f.sm90_skinny == nullptr && s.N * s.K >= AutoRule::sm90_skinny_weights &&
+      (s.M <= AutoRule::sm90_skinny_rows ||
+       (s.M <= AutoRule::sm90_skinny_wide_rows && s.N >= AutoRule::sm90_skinny_wide_n &&
+        s.K <= AutoRule::sm90_skinny_wide_max_k)))
     return Algorithm::SkinnySm90;
   if (s.M <= AutoRule::skinny_rows) return Algorithm::FusedSkinny;
   if (s.M <= AutoRule::small_rows && s.N * s.K <= AutoRule::small_weights)
@@ -153,11 +171,15 @@ inline Decision resolve(const Request& r, const Shape& s, const Facts& f, const 
 
   if (d.algorithm == Algorithm::Auto) {
     const Algorithm strict = strict_auto(s, f);
+    const bool has_tf32x3 = f.sm90_tf32x3 == nullptr || f.cublaslt;
     if (r.precision == Precision::Strict) {
       d.algorithm = strict;
-    } else if (is_skinny(strict)) {
-      // The precision is a floor: strict fp32 is at least as accurate, and for few rows it is
-      // faster (W streams at the memory's speed either way).
+    } else if ((is_skinny(strict) &&
+                (r.precision == Precision::TF32x3 || s.M <= AutoRule::tf32_floor_rows)) ||
+               (r.precision == Precision::TF32x3 && has_tf32x3 &&
+                s.M * s.N * s.K < AutoRule::tf32x3_min_work)) {
+      // The precision is a floor: strict fp32 is at least as accurate, and for few rows (W
+      // streams at the memory's speed either way) and small products it is faster.
       d.algorithm = strict;
       d.precision = Precision::Strict;
       d.note = "precision " + mode + " asked under auto, a floor: strict fp32 (" +
@@ -216,10 +238,11 @@ inline Decision resolve(const Request& r, const Shape& s, const Facts& f, const 
           refuse(function, std::string("fused_sm90 (the sm_90a 3xtf32 kernel) ") + f.sm90_tf32x3 +
                                "; the vendor paths run 3xtf32 on any CUDA GPU");
       } else if (!((vendor || d.algorithm == Algorithm::VendorLt) && f.cublaslt)) {
-        refuse(function, std::string("precision 3xtf32 runs on fused_sm90 (Hopper GPUs) and, "
-                                     "through cuBLASLt, on the vendor paths (a CUDA build that "
-                                     "found it, X, W and Y of one layout in CUDA memory); not on ") +
-                             to_string(d.algorithm) + " here");
+        refuse(function,
+               std::string("precision 3xtf32 runs on fused_sm90 (Hopper GPUs) and, "
+                           "through cuBLASLt, on the vendor paths (a CUDA build that "
+                           "found it, X, W and Y of one layout in CUDA memory); not on ") +
+                   to_string(d.algorithm) + " here");
       }
       break;
   }
@@ -248,12 +271,14 @@ inline Decision resolve(const Request& r, const Shape& s, const Facts& f, const 
     case Algorithm::Auto: break;  // resolved above
   }
 
+  if (s.M == 0 || s.N == 0 || s.K == 0) {
+    d.gemm = Gemm::None;  // no product: no BLAS runs, no bias goes through one
+    d.vendor_blas = d.bias_in_gemm = false;
+  }
   if (s.M == 0 || s.N == 0) {
-    d.gemm = Gemm::None;
     append(d.note, "empty output (M or N is 0): nothing to compute");
   } else if (s.K == 0) {
     // Kokkos Kernels' gemm returns without touching Y when K = 0; the product is 0 here.
-    d.gemm = Gemm::None;
     append(d.note, "K is 0: the product is zero, Y = LeakyReLU(multiplier * b) on every row");
   }
   return d;

@@ -70,10 +70,11 @@ Facts gather_facts(const ExecSpace& exec, const XView& X, const WView& W, const 
   f.cublaslt = cublaslt_serves<ExecSpace, XView, WView, YView>();
   // cuBLASLt's bias epilogue adds a vector along the rows of its column-major C, which are Y's
   // columns only for a row-major Y; float only, b contiguous beside Y.
-  f.cublaslt_bias = f.cublaslt && std::is_same<Scalar, float>::value &&
-                    std::is_same<typename YView::array_layout, Kokkos::LayoutRight>::value &&
-                    std::is_same<typename BView::memory_space, typename YView::memory_space>::value &&
-                    (b.extent(0) <= 1 || b.stride(0) == 1);
+  f.cublaslt_bias =
+      f.cublaslt && std::is_same<Scalar, float>::value &&
+      std::is_same<typename YView::array_layout, Kokkos::LayoutRight>::value &&
+      std::is_same<typename BView::memory_space, typename YView::memory_space>::value &&
+      (b.extent(0) <= 1 || b.stride(0) == 1);
 #if defined(FUSED_LINEAR_SM90A)
   if constexpr (std::is_same<ExecSpace, Kokkos::Cuda>::value &&
                 std::is_same<Scalar, float>::value) {

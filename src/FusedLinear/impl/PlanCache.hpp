@@ -49,8 +49,8 @@ std::uintptr_t instance_identity(const ExecSpace& exec) {
 struct PlanKey {
   const std::type_info* type;  // the plan's type: value type, layouts, memory spaces
   std::uintptr_t instance;
-  std::int64_t extents[3];  // M, K, N
-  std::int64_t strides[7];  // X, W (2 each), b, Y (2)
+  std::int64_t extents[3];   // M, K, N
+  std::int64_t strides[7];   // X, W (2 each), b, Y (2)
   std::uint64_t alignments;  // log2 of min(256, alignment) of X, W, b, Y, 8 bits each
   double multiplier, slope;
   std::uint64_t partials_limit;

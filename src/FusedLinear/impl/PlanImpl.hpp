@@ -102,8 +102,7 @@ class PlanImpl {
         break;
       case Algorithm::Vendor:
         product(exec, Scalar(1), X, W, Scalar(0), Y, nullptr, function);
-        epilogue_pass<Pass::BiasScaleActivation>("FusedLinear::vendor::epilogue", exec, Y, b,
-                                                 m_ep);
+        epilogue_pass<Pass::BiasScaleActivation>("FusedLinear::vendor::epilogue", exec, Y, b, m_ep);
         break;
       case Algorithm::VendorPrefill:
         epilogue_pass<Pass::PrefillScaledBias>("FusedLinear::vendor_prefill::bias", exec, Y, b,
@@ -114,14 +113,13 @@ class PlanImpl {
         break;
       case Algorithm::VendorLt:
         // PyTorch's Linear adds the bias in cuBLASLt's epilogue too; the pass then only scales.
-        product(exec, Scalar(1), X, W, Scalar(0), Y, m_bias_in_gemm ? b.data() : nullptr,
-                function);
+        product(exec, Scalar(1), X, W, Scalar(0), Y, m_bias_in_gemm ? b.data() : nullptr, function);
         if (m_bias_in_gemm)
           epilogue_pass<Pass::ScaleActivation>("FusedLinear::vendor_lt::epilogue", exec, Y, b,
                                                m_ep);
         else
-          epilogue_pass<Pass::BiasScaleActivation>("FusedLinear::vendor_lt::epilogue", exec, Y,
-                                                   b, m_ep);
+          epilogue_pass<Pass::BiasScaleActivation>("FusedLinear::vendor_lt::epilogue", exec, Y, b,
+                                                   m_ep);
         break;
       case Algorithm::FusedSm90:
       case Algorithm::SkinnySm90: run_sm90(exec, X, W, b, Y, function); break;
@@ -193,13 +191,12 @@ class PlanImpl {
     (void)X, (void)W, (void)b, (void)Y;
     if (bytes == 0) return;
     try {
-      m_workspace = Workspace(Kokkos::view_alloc(Kokkos::WithoutInitializing,
-                                                 "FusedLinear::workspace"),
-                              bytes + 256);
+      m_workspace = Workspace(
+          Kokkos::view_alloc(Kokkos::WithoutInitializing, "FusedLinear::workspace"), bytes + 256);
     } catch (const std::exception& e) {
       throw std::runtime_error(std::string(function) + ": cannot allocate " +
-                               std::to_string(bytes) + " bytes of workspace for " +
-                               to_string(a) + " (" + e.what() + ")");
+                               std::to_string(bytes) + " bytes of workspace for " + to_string(a) +
+                               " (" + e.what() + ")");
     }
     const auto start = reinterpret_cast<std::uintptr_t>(m_workspace.data());
     m_base = m_workspace.data() + ((start + 255) / 256 * 256 - start);
@@ -234,10 +231,10 @@ class PlanImpl {
       const bool tf32x3 = m_info.algorithm == Algorithm::FusedSm90;
       // The kernels' own check again: the Views of this call may differ from the plan's in
       // strides or alignment (a padded copy of W, say, needs more workspace).
-      const char* refusal = tf32x3 ? Sm90::tf32x3_refusal(m_sm90_device, p)
-                                   : Sm90::skinny_refusal(m_sm90_device, p);
-      const std::size_t need = tf32x3 ? Sm90::tf32x3_workspace_bytes(p)
-                                      : Sm90::skinny_workspace_bytes(m_sm90_device, p);
+      const char* refusal =
+          tf32x3 ? Sm90::tf32x3_refusal(m_sm90_device, p) : Sm90::skinny_refusal(m_sm90_device, p);
+      const std::size_t need =
+          tf32x3 ? Sm90::tf32x3_workspace_bytes(p) : Sm90::skinny_workspace_bytes(m_sm90_device, p);
       if (refusal != nullptr || need > m_sm90_bytes)
         refuse(function, std::string(to_string(m_info.algorithm)) +
                              ": these Views differ from those the plan was made for (" +
@@ -249,7 +246,8 @@ class PlanImpl {
                                                          m_sm90_bytes, m_sm90_choice)
                         : Sm90::skinny_linear_leaky_relu(stream, m_sm90_device, p, workspace,
                                                          m_sm90_bytes, m_sm90_splits),
-                 function, tf32x3 ? "run the sm_90a 3xTF32 kernel" : "run the sm_90a few-rows kernel");
+                 function,
+                 tf32x3 ? "run the sm_90a 3xTF32 kernel" : "run the sm_90a few-rows kernel");
       return;
     }
 #endif
@@ -272,8 +270,9 @@ class PlanImpl {
   mutable unsigned long long m_calls = 0;
 #if defined(FUSED_LINEAR_CUBLASLT)
   static constexpr bool lt_possible = cublaslt_serves<ExecSpace, XView, WView, YView>();
-  using Lt = LtProduct<Scalar, std::conditional_t<lt_possible, typename YView::array_layout,
-                                                  Kokkos::LayoutRight>>;
+  using Lt =
+      LtProduct<Scalar,
+                std::conditional_t<lt_possible, typename YView::array_layout, Kokkos::LayoutRight>>;
   std::unique_ptr<Lt> m_lt;
   std::size_t m_lt_at = 0;
 #endif

@@ -91,10 +91,10 @@ class LtPlan {
         lt_check(cublasLtMatrixLayoutSetAttribute(l.first, CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT,
                                                   &count, sizeof(count)),
                  "set the batch count");
-        lt_check(cublasLtMatrixLayoutSetAttribute(l.first,
-                                                  CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET,
-                                                  &l.second, sizeof(l.second)),
-                 "set the batch stride");
+        lt_check(
+            cublasLtMatrixLayoutSetAttribute(l.first, CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET,
+                                             &l.second, sizeof(l.second)),
+            "set the batch stride");
       }
     }
 

@@ -202,8 +202,8 @@ class LtProduct {
       return lt_call(right, M, N, C, false, true, x, split_ld(M), w, split_ld(N), Y.data(),
                      leading(Y), false);
     const LtBatch batch{m_ranges, right ? C : C * M, right ? C : C * N, M * N};
-    return lt_call(right, M, N, C, false, true, x, split_ld(M), w, split_ld(N),
-                   base + m_p_offset, right ? N : M, false, batch);
+    return lt_call(right, M, N, C, false, true, x, split_ld(M), w, split_ld(N), base + m_p_offset,
+                   right ? N : M, false, batch);
   }
   void check(const LtCall& now, const char* function) const {
     const LtProblem &p = m_main->call.problem, &q = now.problem;

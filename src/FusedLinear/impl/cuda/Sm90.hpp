@@ -61,8 +61,7 @@ cudaError_t tf32x3_linear_leaky_relu(cudaStream_t stream, const Device& d, const
 const char* skinny_refusal(const Device& d, const Problem& p);
 std::size_t skinny_workspace_bytes(const Device& d, const Problem& p);
 cudaError_t skinny_linear_leaky_relu(cudaStream_t stream, const Device& d, const Problem& p,
-                                     void* workspace, std::size_t workspace_bytes,
-                                     int splits = 0);
+                                     void* workspace, std::size_t workspace_bytes, int splits = 0);
 
 }  // namespace Sm90
 }  // namespace Impl

@@ -39,29 +39,29 @@ namespace skinny_detail {
 
 using namespace common;
 
-constexpr int LANE_ROWS = 4;                // W rows per lane
-constexpr int BN = 32 * LANE_ROWS;          // W rows (columns of Y) per CTA
-constexpr int BK = 32;                      // k per stage: one 128-byte swizzle row
-constexpr int CHUNKS = BK / 4;              // 16-byte chunks of k per stage row
+constexpr int LANE_ROWS = 4;        // W rows per lane
+constexpr int BN = 32 * LANE_ROWS;  // W rows (columns of Y) per CTA
+constexpr int BK = 32;              // k per stage: one 128-byte swizzle row
+constexpr int CHUNKS = BK / 4;      // 16-byte chunks of k per stage row
 constexpr int CONSUMER_WARPS = 8;
 constexpr int CONSUMERS = 32 * CONSUMER_WARPS;
-constexpr int THREADS = CONSUMERS + 32;     // + the producer warp
-constexpr int W_STAGE = BN * BK * 4;        // 16 KB
-constexpr int RING_BUDGET = 196 * 1024;     // one CTA per SM: the ring is the bytes in flight
-constexpr int MAX_SPLITS = 8;               // portable cluster size
+constexpr int THREADS = CONSUMERS + 32;  // + the producer warp
+constexpr int W_STAGE = BN * BK * 4;     // 16 KB
+constexpr int RING_BUDGET = 196 * 1024;  // one CTA per SM: the ring is the bytes in flight
+constexpr int MAX_SPLITS = 8;            // portable cluster size
 
 template <int MT>
 struct Config {
-  static constexpr int MR = MT < 16 ? MT : 16;          // X rows per thread
-  static constexpr int MW = MT / MR;                    // warps along X's rows
-  static constexpr int KW = CONSUMER_WARPS / MW;        // warps along a stage's chunks
-  static constexpr int CPW = CHUNKS / KW;               // chunks per warp per stage
+  static constexpr int MR = MT < 16 ? MT : 16;    // X rows per thread
+  static constexpr int MW = MT / MR;              // warps along X's rows
+  static constexpr int KW = CONSUMER_WARPS / MW;  // warps along a stage's chunks
+  static constexpr int CPW = CHUNKS / KW;         // chunks per warp per stage
   static constexpr int X_STAGE = MT * BK * 4;
   static constexpr int STAGES_FIT = RING_BUDGET / (W_STAGE + X_STAGE);
   static constexpr int STAGES = STAGES_FIT < 12 ? STAGES_FIT : 12;
   static constexpr int RING = STAGES * (W_STAGE + X_STAGE);
-  static constexpr int PARTIALS = KW * MT * BN * 4;     // the warps' sums, in the ring at the end
-  static constexpr int BAR_OFFSET = RING > PARTIALS ? RING : PARTIALS;  // the mbarriers
+  static constexpr int PARTIALS = KW * MT * BN * 4;  // the warps' sums, in the ring at the end
+  static constexpr int BAR_OFFSET = RING > PARTIALS ? RING : PARTIALS;   // the mbarriers
   static constexpr int SMEM_BYTES = BAR_OFFSET + 2 * STAGES * 8 + 1024;  // + 1024: alignment
   static_assert(MW * KW == CONSUMER_WARPS && KW * CPW == CHUNKS, "warps tile the stage");
   static_assert(PARTIALS <= RING, "the partial sums fit in the drained ring");
@@ -94,19 +94,19 @@ __device__ __forceinline__ void consumer_bar() {
 template <int MT>
 __global__ void __launch_bounds__(THREADS, 1)
     skinny_kernel(const __grid_constant__ CUtensorMap tmW, const __grid_constant__ CUtensorMap tmX,
-                  int M, int N, int K, int S, const float* __restrict__ bias,
-                  float multiplier, float slope, float* __restrict__ Y, int64_t ldy) {
+                  int M, int N, int K, int S, const float* __restrict__ bias, float multiplier,
+                  float slope, float* __restrict__ Y, int64_t ldy) {
   using C = Config<MT>;
   extern __shared__ uint8_t smem_raw[];
   // 1024-byte alignment: the 128-byte swizzle repeats every 8 rows of 128 bytes. (Offset from
   // smem_raw, not through an integer, so the compiler keeps shared-memory loads: LDS, not LD.)
   uint8_t* const smem = smem_raw + ((1024u - (smem_u32(smem_raw) & 1023u)) & 1023u);
-  uint8_t* const w_ring = smem;                             // [STAGES][BN][32] swizzled
-  uint8_t* const x_ring = smem + C::STAGES * W_STAGE;       // [STAGES][MT][32]
-  const uint32_t bar_full = smem_u32(smem + C::BAR_OFFSET);   // STAGES x 8 bytes
+  uint8_t* const w_ring = smem;                              // [STAGES][BN][32] swizzled
+  uint8_t* const x_ring = smem + C::STAGES * W_STAGE;        // [STAGES][MT][32]
+  const uint32_t bar_full = smem_u32(smem + C::BAR_OFFSET);  // STAGES x 8 bytes
   const uint32_t bar_empty = bar_full + C::STAGES * 8;
 
-  const int s = (int)cluster_rank();                        // of the S CTAs of this tile
+  const int s = (int)cluster_rank();  // of the S CTAs of this tile
   const int n0 = (int)(blockIdx.x / S) * BN;
   const int m0 = (int)blockIdx.y * MT;
   // This CTA's k-blocks [kb0, kb1): the tile's blocks cut into S near-equal ranges.

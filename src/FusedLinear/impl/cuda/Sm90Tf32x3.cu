@@ -38,20 +38,23 @@ namespace tf32x3_detail {
 
 using namespace common;
 
-constexpr int BN = 128;        // W rows (output n) per CTA
-constexpr int BM = 128;        // X rows (output m) per CTA
-constexpr int BK = 32;         // k per stage (128 bytes of fp32 = one swizzle atom row)
+constexpr int BN = 128;  // W rows (output n) per CTA
+constexpr int BM = 128;  // X rows (output m) per CTA
+constexpr int BK = 32;   // k per stage (128 bytes of fp32 = one swizzle atom row)
 constexpr int STAGES = 4;
-constexpr int TILE_BYTES = 128 * BK * 4;   // 16 KB
-constexpr int STAGE_BYTES = 3 * TILE_BYTES; // W, Xhi, Xlo
-constexpr int SMEM_BYTES = STAGES * STAGE_BYTES + 1024 /*alignment slack*/ + 128 /*barriers + segment info*/;
+constexpr int TILE_BYTES = 128 * BK * 4;     // 16 KB
+constexpr int STAGE_BYTES = 3 * TILE_BYTES;  // W, Xhi, Xlo
+constexpr int SMEM_BYTES =
+    STAGES * STAGE_BYTES + 1024 /*alignment slack*/ + 128 /*barriers + segment info*/;
 constexpr int THREADS = 384;
 // Promotion every 4 k-blocks = 128 K: all three products share the accumulator, so 256 K
 // measured 1.8e-6 (over the 1.5e-6 target), 128 K 9.2e-7 at the same speed (64 K: 5.1e-7,
 // 1-3% slower).
 constexpr int PROMO = 4;
 
-__device__ __forceinline__ void wgmma_fence() { asm volatile("wgmma.fence.sync.aligned;" ::: "memory"); }
+__device__ __forceinline__ void wgmma_fence() {
+  asm volatile("wgmma.fence.sync.aligned;" ::: "memory");
+}
 __device__ __forceinline__ void wgmma_commit() {
   asm volatile("wgmma.commit_group.sync.aligned;" ::: "memory");
 }
@@ -72,12 +75,14 @@ __device__ __forceinline__ void wgmma_m64n64k8_tf32_rs(float (&d)[32], uint32_t 
   asm volatile(
       "{\n.reg .pred p;\nsetp.ne.b32 p, %37, 0;\n"
       "wgmma.mma_async.sync.aligned.m64n64k8.f32.tf32.tf32 "
-      "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31}, "
+      "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, "
+      "%20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31}, "
       "{%32, %33, %34, %35}, %36, p, 1, 1;\n}\n"
-      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
-      "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]),
-      "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]),
-      "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31])
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]),
+        "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]),
+        "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]),
+        "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]),
+        "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31])
       : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "l"(desc_b), "r"(scale_d));
 }
 
@@ -179,9 +184,8 @@ __device__ __forceinline__ void issue_half(float (&acc)[32], const uint32_t (&hi
 // waits for (ptxas serializes all wgmmas otherwise, C7514).
 __device__ __forceinline__ void mma_block(int i, uint32_t tile, uint32_t wbase, uint32_t g,
                                           uint32_t fresh, bool release, uint32_t release_bar,
-                                          float (&acc_a)[32], float (&acc_b)[32],
-                                          float (&tot)[64], uint32_t (&hi)[16],
-                                          uint32_t (&lo)[16]) {
+                                          float (&acc_a)[32], float (&acc_b)[32], float (&tot)[64],
+                                          uint32_t (&hi)[16], uint32_t (&lo)[16]) {
   load_split_w(tile + wbase, g, hi, lo);
   const uint64_t dh = make_desc_sw128(tile + TILE_BYTES);
   const uint64_t dl = make_desc_sw128(tile + 2 * TILE_BYTES);
@@ -241,12 +245,14 @@ __host__ __device__ __forceinline__ int k_blocks(int K) {
   return (int)(((int64_t)K + BK * PROMO - 1) / (BK * PROMO) * PROMO);
 }
 
-// ---- Kernel 1: one CTA per 128x128 tile (hardware scheduling); best when there are many tiles. ----
+// ---- Kernel 1: one CTA per 128x128 tile (hardware scheduling); best when there are many tiles.
+// ----
 __global__ void __launch_bounds__(THREADS, 1)
-    tf32x3_gemm_tile_kernel(const __grid_constant__ CUtensorMap tmW, const __grid_constant__ CUtensorMap tmXh,
-                       const __grid_constant__ CUtensorMap tmXl, int M, int N, int K,
-                       const float* __restrict__ bias, float multiplier, float slope,
-                       float* __restrict__ Y, int64_t ldy) {
+    tf32x3_gemm_tile_kernel(const __grid_constant__ CUtensorMap tmW,
+                            const __grid_constant__ CUtensorMap tmXh,
+                            const __grid_constant__ CUtensorMap tmXl, int M, int N, int K,
+                            const float* __restrict__ bias, float multiplier, float slope,
+                            float* __restrict__ Y, int64_t ldy) {
   extern __shared__ uint8_t smem_raw[];
   uint8_t* smem = reinterpret_cast<uint8_t*>((reinterpret_cast<uintptr_t>(smem_raw) + 1023) &
                                              ~static_cast<uintptr_t>(1023));
@@ -289,7 +295,10 @@ __global__ void __launch_bounds__(THREADS, 1)
     // the wgmma pipeline never drains at a promotion point.
     float acc_a[32], acc_b[32], tot[64];
 #pragma unroll
-    for (int i = 0; i < 32; ++i) { acc_a[i] = 0.f; acc_b[i] = 0.f; }
+    for (int i = 0; i < 32; ++i) {
+      acc_a[i] = 0.f;
+      acc_b[i] = 0.f;
+    }
 #pragma unroll
     for (int i = 0; i < 64; ++i) tot[i] = 0.f;
     uint32_t hiA[16], loA[16], hiB[16], loB[16];
@@ -325,42 +334,47 @@ __global__ void __launch_bounds__(THREADS, 1)
   }
 }
 
-// ---- Kernel 2: persistent grid with split-K for the tiles beyond full waves; for few-tile shapes. ----
-// Work decomposition (persistent grid of P CTAs, at most what fits on the GPU at once):
+// ---- Kernel 2: persistent grid with split-K for the tiles beyond full waves; for few-tile shapes.
+// ---- Work decomposition (persistent grid of P CTAs, at most what fits on the GPU at once):
 //   tiles t = 0..T-1 (m fastest); a tile's K range is `upt` units of PROMO k-blocks.
 //   Each CTA's logical index c is a ticket it takes when it starts (an atomic counter), not
 //   blockIdx.x: CUDA does not promise to start blocks in index order.
 //   Data-parallel part: tiles t < T_dp (= floor(T/P)*P) are done whole, CTA c takes t = c, c+P, ...
-//   Remaining T_sk = T - T_dp (< P) tiles: tile i gets a "main" CTA H+i (H = P - T_sk) that does its
-//   first mu units (mu ~ upt*T_sk/P) and finishes the tile; the tails (upt - mu units each, Ut units in
-//   all) are split contiguously among the H "helper" CTAs 0..H-1, which write fp32 partials (slot h+i)
-//   and flags. Mains run their k-ranges in lockstep (same L2 locality as the data-parallel waves), wait
-//   only on helpers, whose tickets are lower, and add partials in a fixed order (deterministic).
-//   A helper never waits on anything, and a lower ticket was taken by a CTA that is already
-//   running, so every wait ends whatever the grid size and the order in which blocks start: the
-//   waits need no time-out.
+//   Remaining T_sk = T - T_dp (< P) tiles: tile i gets a "main" CTA H+i (H = P - T_sk) that does
+//   its first mu units (mu ~ upt*T_sk/P) and finishes the tile; the tails (upt - mu units each, Ut
+//   units in all) are split contiguously among the H "helper" CTAs 0..H-1, which write fp32
+//   partials (slot h+i) and flags. Mains run their k-ranges in lockstep (same L2 locality as the
+//   data-parallel waves), wait only on helpers, whose tickets are lower, and add partials in a
+//   fixed order (deterministic). A helper never waits on anything, and a lower ticket was taken by
+//   a CTA that is already running, so every wait ends whatever the grid size and the order in which
+//   blocks start: the waits need no time-out.
 struct Sched {
   int gx, T, T_dp, upt, P;
   int H, mu, tl;
   long long Ut;
 };
 struct SegInfo {
-  int ndp, nsk, kind;    // kind: 0 none, 1 main, 2 helper
-  int i0, off0, i1, off1; // helper: first/last tail tile and start/end unit offsets in those tails
-  int hf, hl;             // main: contributing helpers [hf, hl]
-  int cta;                // the ticket: this CTA's logical index
+  int ndp, nsk, kind;      // kind: 0 none, 1 main, 2 helper
+  int i0, off0, i1, off1;  // helper: first/last tail tile and start/end unit offsets in those tails
+  int hf, hl;              // main: contributing helpers [hf, hl]
+  int cta;                 // the ticket: this CTA's logical index
 };
 // Computed once per CTA by thread 0 (before the register split); read from shared memory after.
 __host__ __device__ __forceinline__ void compute_segments(const Sched& S, int c, SegInfo* si) {
   si->cta = c;
   si->ndp = S.T_dp > c ? (S.T_dp - c + S.P - 1) / S.P : 0;
-  si->nsk = 0; si->kind = 0; si->i0 = si->off0 = si->i1 = si->off1 = 0; si->hf = 0; si->hl = -1;
+  si->nsk = 0;
+  si->kind = 0;
+  si->i0 = si->off0 = si->i1 = si->off1 = 0;
+  si->hf = 0;
+  si->hl = -1;
   const int T_sk = S.T - S.T_dp;
   if (T_sk <= 0) return;
   if (c >= S.H) {
     const int i = c - S.H;
     if (i >= T_sk) return;
-    si->kind = 1; si->nsk = 1;
+    si->kind = 1;
+    si->nsk = 1;
     if (S.tl > 0) {
       const long long a = (long long)i * S.tl, e = a + S.tl;
       for (int h = 0; h < S.H; ++h) {
@@ -375,26 +389,36 @@ __host__ __device__ __forceinline__ void compute_segments(const Sched& S, int c,
     const long long lo = S.Ut * c / S.H, hi = S.Ut * (c + 1) / S.H;
     if (hi <= lo) return;
     si->kind = 2;
-    si->i0 = (int)(lo / S.tl); si->off0 = (int)(lo - (long long)si->i0 * S.tl);
-    si->i1 = (int)((hi - 1) / S.tl); si->off1 = (int)(hi - (long long)si->i1 * S.tl);
+    si->i0 = (int)(lo / S.tl);
+    si->off0 = (int)(lo - (long long)si->i0 * S.tl);
+    si->i1 = (int)((hi - 1) / S.tl);
+    si->off1 = (int)(hi - (long long)si->i1 * S.tl);
     si->nsk = si->i1 - si->i0 + 1;
   }
 }
-// role: 0 complete tile, 1 finisher (main with helpers), 2 partial writer (helper; slot = partial index)
+// role: 0 complete tile, 1 finisher (main with helpers), 2 partial writer (helper; slot = partial
+// index)
 __host__ __device__ __forceinline__ void get_segment(const Sched& S, const SegInfo* si, int idx,
                                                      int& tile, int& ub, int& ue, int& role,
                                                      int& slot) {
   const int c = si->cta, ndp = si->ndp;
-  tile = c + idx * S.P; ub = 0; ue = S.upt; role = 0; slot = 0;
+  tile = c + idx * S.P;
+  ub = 0;
+  ue = S.upt;
+  role = 0;
+  slot = 0;
   if (idx >= ndp) {
     if (si->kind == 1) {
-      tile = S.T_dp + (c - S.H); ue = S.mu; role = (si->hl >= si->hf) ? 1 : 0;
+      tile = S.T_dp + (c - S.H);
+      ue = S.mu;
+      role = (si->hl >= si->hf) ? 1 : 0;
     } else {
       const int j = idx - ndp, i = si->i0 + j;
       tile = S.T_dp + i;
       ub = S.mu + (j == 0 ? si->off0 : 0);
       ue = S.mu + (i == si->i1 ? si->off1 : S.tl);
-      role = 2; slot = c + i;
+      role = 2;
+      slot = c + i;
     }
   }
 }
@@ -402,11 +426,13 @@ __host__ __device__ __forceinline__ void get_segment(const Sched& S, const SegIn
 __device__ __forceinline__ void consumer_bar() { asm volatile("bar.sync 1, 256;" ::: "memory"); }
 
 __global__ void __launch_bounds__(THREADS, 1)
-    tf32x3_gemm_persistent_kernel(const __grid_constant__ CUtensorMap tmW, const __grid_constant__ CUtensorMap tmXh,
-                       const __grid_constant__ CUtensorMap tmXl, const Sched S, int M, int N,
-                       const float* __restrict__ bias, float multiplier, float slope,
-                       float* __restrict__ Y, int64_t ldy, float* __restrict__ partials,
-                       unsigned* __restrict__ flags, unsigned* __restrict__ ticket) {
+    tf32x3_gemm_persistent_kernel(const __grid_constant__ CUtensorMap tmW,
+                                  const __grid_constant__ CUtensorMap tmXh,
+                                  const __grid_constant__ CUtensorMap tmXl, const Sched S, int M,
+                                  int N, const float* __restrict__ bias, float multiplier,
+                                  float slope, float* __restrict__ Y, int64_t ldy,
+                                  float* __restrict__ partials, unsigned* __restrict__ flags,
+                                  unsigned* __restrict__ ticket) {
   extern __shared__ uint8_t smem_raw[];
   uint8_t* smem = reinterpret_cast<uint8_t*>((reinterpret_cast<uintptr_t>(smem_raw) + 1023) &
                                              ~static_cast<uintptr_t>(1023));
@@ -474,9 +500,13 @@ __global__ void __launch_bounds__(THREADS, 1)
       get_segment(S, seginfo, idx, tile, ub, ue, role, slot);
 #pragma unroll
       for (int q = 0; q < 64; ++q) tot[q] = 0.f;
-      // fresh definitions: the accumulators are then dead (not kept in registers) during the epilogue
+        // fresh definitions: the accumulators are then dead (not kept in registers) during the
+        // epilogue
 #pragma unroll
-      for (int q = 0; q < 32; ++q) { acc_a[q] = 0.f; acc_b[q] = 0.f; }
+      for (int q = 0; q < 32; ++q) {
+        acc_a[q] = 0.f;
+        acc_b[q] = 0.f;
+      }
       for (int u = ub; u < ue; ++u) {
 #pragma unroll
         for (int i = 0; i < PROMO; i += 2) {
@@ -487,23 +517,28 @@ __global__ void __launch_bounds__(THREADS, 1)
       wgmma_wait<0>();
       fence_regs(acc_a);
       fence_regs(acc_b);
-      mbar_arrive(bar_empty + 8 * ((it + STAGES - 1) % STAGES));  // release the segment's last stage
+      mbar_arrive(bar_empty +
+                  8 * ((it + STAGES - 1) % STAGES));  // release the segment's last stage
 #pragma unroll
       for (int q = 0; q < 32; ++q) {
         tot[q] += acc_a[q];
         tot[32 + q] += acc_b[q];
       }
-      get_segment(S, seginfo, idx, tile, ub, ue, role, slot);  // re-read: keeps nothing live over the loop
+      get_segment(S, seginfo, idx, tile, ub, ue, role,
+                  slot);  // re-read: keeps nothing live over the loop
 
       if (role == 2) {
         // partial tile for the main CTA of this tile: coalesced [16][256] float4 layout
         float4* dst = reinterpret_cast<float4*>(partials + (size_t)slot * (BM * BN));
 #pragma unroll
         for (int q = 0; q < 16; ++q)
-          __stcg(dst + q * 256 + ctid, make_float4(tot[4 * q], tot[4 * q + 1], tot[4 * q + 2], tot[4 * q + 3]));
+          __stcg(dst + q * 256 + ctid,
+                 make_float4(tot[4 * q], tot[4 * q + 1], tot[4 * q + 2], tot[4 * q + 3]));
         __threadfence();
         consumer_bar();
-        if (ctid == 0) asm volatile("st.release.gpu.global.u32 [%0], %1;" ::"l"(flags + slot), "r"(1u) : "memory");
+        if (ctid == 0)
+          asm volatile("st.release.gpu.global.u32 [%0], %1;" ::"l"(flags + slot), "r"(1u)
+                       : "memory");
         continue;
       }
       if (role == 1) {
@@ -515,18 +550,25 @@ __global__ void __launch_bounds__(THREADS, 1)
             if (S.Ut * (h + 1) / S.H <= S.Ut * h / S.H) continue;  // helper without work
             unsigned v = 0;
             do {
-              asm volatile("ld.acquire.gpu.global.u32 %0, [%1];" : "=r"(v) : "l"(flags + h + i) : "memory");
+              asm volatile("ld.acquire.gpu.global.u32 %0, [%1];"
+                           : "=r"(v)
+                           : "l"(flags + h + i)
+                           : "memory");
             } while (v == 0);
           }
         }
         consumer_bar();
         for (int h = hf; h <= hl; ++h) {
           if (S.Ut * (h + 1) / S.H <= S.Ut * h / S.H) continue;  // helper without work
-          const float4* src = reinterpret_cast<const float4*>(partials + (size_t)(h + i) * (BM * BN));
+          const float4* src =
+              reinterpret_cast<const float4*>(partials + (size_t)(h + i) * (BM * BN));
 #pragma unroll
           for (int q = 0; q < 16; ++q) {
             const float4 v = __ldcg(src + q * 256 + ctid);
-            tot[4 * q] += v.x; tot[4 * q + 1] += v.y; tot[4 * q + 2] += v.z; tot[4 * q + 3] += v.w;
+            tot[4 * q] += v.x;
+            tot[4 * q + 1] += v.y;
+            tot[4 * q + 2] += v.z;
+            tot[4 * q + 3] += v.w;
           }
         }
       }
@@ -556,7 +598,10 @@ __global__ void __launch_bounds__(256)
     float v[4];
     if (is_x && x_vec && k + 3 < K) {
       const float4 f = __ldg(reinterpret_cast<const float4*>(src + k));
-      v[0] = f.x; v[1] = f.y; v[2] = f.z; v[3] = f.w;
+      v[0] = f.x;
+      v[1] = f.y;
+      v[2] = f.z;
+      v[3] = f.w;
     } else {  // W comes here only when its rows are not 16-byte aligned
 #pragma unroll
       for (int i = 0; i < 4; ++i) v[i] = (k + i < K) ? __ldg(src + k + i) : 0.f;
@@ -618,7 +663,10 @@ Sched make_sched(int M, int N, int K, int pmax) {
   }
   S.T = (int)T;
   const int T_sk = S.T - S.T_dp;
-  S.H = 0; S.mu = S.upt; S.tl = 0; S.Ut = 0;
+  S.H = 0;
+  S.mu = S.upt;
+  S.tl = 0;
+  S.Ut = 0;
   if (T_sk > 0 && S.P > T_sk) {
     S.H = S.P - T_sk;
     long long mu = ((long long)S.upt * T_sk * 2 + S.P) / (2LL * S.P);  // round(upt * T_sk / P)
@@ -640,10 +688,11 @@ cudaError_t persistent_ctas(const Device& d, int& pmax) {
                                        cudaFuncAttributeMaxDynamicSharedMemorySize, SMEM_BYTES);
   if (e != cudaSuccess) return e;
   int per_sm = 0;
-  e = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, tf32x3_gemm_persistent_kernel,
-                                                    THREADS, SMEM_BYTES);
+  e = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, tf32x3_gemm_persistent_kernel, THREADS,
+                                                    SMEM_BYTES);
   if (e != cudaSuccess) return e;
-  const long long fit = (long long)(per_sm > 0 ? per_sm : 1) * (d.multiprocessors > 0 ? d.multiprocessors : 1);
+  const long long fit =
+      (long long)(per_sm > 0 ? per_sm : 1) * (d.multiprocessors > 0 ? d.multiprocessors : 1);
   pmax = (int)(fit < MAXP ? fit : MAXP);
   return cudaSuccess;
 }
@@ -659,7 +708,8 @@ const char* tf32x3_refusal(const Device& d, const Problem& p) {
   if (p.ldx < p.K || p.ldw < p.K || p.ldy < p.N || p.ldx < 0 || p.ldw < 0 || p.ldy < 0)
     return "needs row strides of at least the rows' lengths";
   // Tile and ticket indices are 32-bit; Y would need 2^45 elements to reach this.
-  if (tiles_m(p) * tiles_n(p) > 0x7fffffffLL) return "needs fewer than 2^31 tiles of 128 x 128 in Y";
+  if (tiles_m(p) * tiles_n(p) > 0x7fffffffLL)
+    return "needs fewer than 2^31 tiles of 128 x 128 in Y";
   return nullptr;
 }
 
@@ -712,8 +762,9 @@ cudaError_t tf32x3_linear_leaky_relu(cudaStream_t stream, const Device& d, const
     if ((e = cudaGetLastError()) != cudaSuccess) return e;
   }
 
-  // Kernel choice: the tile kernel (hardware-scheduled, ~4% faster per tile) unless its last wave would
-  // leave many SMs idle (wave efficiency T / (ceil(T/P) P) < 0.9): then the persistent split-K kernel.
+  // Kernel choice: the tile kernel (hardware-scheduled, ~4% faster per tile) unless its last wave
+  // would leave many SMs idle (wave efficiency T / (ceil(T/P) P) < 0.9): then the persistent
+  // split-K kernel.
   const int M = (int)p.M, N = (int)p.N, K = (int)L.Kp;  // (padded K: the same blocks, zeros past K)
   const int64_t gx = tiles_m(p), gy = tiles_n(p);
   int pmax = 0;
@@ -727,8 +778,9 @@ cudaError_t tf32x3_linear_leaky_relu(cudaStream_t stream, const Device& d, const
   if (gy > 65535) which = 2;  // tile kernel grid.y limit
 
   if (which == 1) {
-    if ((e = cudaFuncSetAttribute(tf32x3_gemm_tile_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                  SMEM_BYTES)) != cudaSuccess)
+    if ((e = cudaFuncSetAttribute(tf32x3_gemm_tile_kernel,
+                                  cudaFuncAttributeMaxDynamicSharedMemorySize, SMEM_BYTES)) !=
+        cudaSuccess)
       return e;
     tf32x3_gemm_tile_kernel<<<dim3((unsigned)gx, (unsigned)gy), THREADS, SMEM_BYTES, stream>>>(
         mW, mXh, mXl, M, N, K, p.bias, p.multiplier, p.slope, p.Y, p.ldy);

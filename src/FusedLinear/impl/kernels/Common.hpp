@@ -101,7 +101,8 @@ std::int64_t multiprocessors(const ExecSpace& exec) {
     return exec.cuda_device_prop().multiProcessorCount;
 #endif
 #if defined(KOKKOS_ENABLE_HIP)
-  if constexpr (!ExecutionSpaceTraits<ExecSpace>::host) return exec.hip_device_prop().multiProcessorCount;
+  if constexpr (!ExecutionSpaceTraits<ExecSpace>::host)
+    return exec.hip_device_prop().multiProcessorCount;
 #endif
   if (is_host_space<ExecSpace>()) return 0;
   // Elsewhere: resident threads over the 2048 an NVIDIA or AMD multiprocessor holds.

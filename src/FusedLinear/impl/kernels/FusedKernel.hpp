@@ -10,7 +10,7 @@
 
 #include "FusedLinear/Epilogue.hpp"
 #include "FusedLinear/impl/kernels/Common.hpp"
-#include "FusedLinear/impl/kernels/HostKernels.hpp"
+#include "FusedLinear/impl/kernels/HostFusedKernel.hpp"
 
 namespace FusedLinear {
 namespace Impl {
@@ -28,8 +28,8 @@ namespace Impl {
 /// The thread tile is split in 16-byte groups spaced tile/2 apart, so a warp's scratch reads
 /// are conflict-free broadcasts and its global writes are contiguous.
 ///
-/// Host (OpenMP, Serial, Threads, HPX): not this kernel but HostFusedKernel (HostKernels.hpp), a
-/// register-blocked GEMM on the host's SIMD vectors; run_fused takes it.
+/// Host (OpenMP, Serial, Threads, HPX): not this kernel but HostFusedKernel (HostFusedKernel.hpp),
+/// a register-blocked GEMM on the host's SIMD vectors; run_fused takes it.
 ///
 /// GPU double: 64 accumulators of 8 bytes would need the whole register file (the compiler spilled
 /// 2.2 KB per thread), so double uses 4x4 thread tiles on 64x64 team tiles.
@@ -296,16 +296,16 @@ void run_fused_portable(const ExecSpace& exec, const XView& X, const WView& W, c
                          Kernel::policy(exec, M, N), kernel);
   };
   if (vectorized) {
-    launch(FusedLinearKernel<ExecSpace, XView, WView, BView, YView, true>{X, W, b, Y, ep, M, N,
-                                                                          K, 0});
+    launch(
+        FusedLinearKernel<ExecSpace, XView, WView, BView, YView, true>{X, W, b, Y, ep, M, N, K, 0});
   } else {
-    launch(FusedLinearKernel<ExecSpace, XView, WView, BView, YView, false>{X, W, b, Y, ep, M,
-                                                                           N, K, 0});
+    launch(FusedLinearKernel<ExecSpace, XView, WView, BView, YView, false>{X, W, b, Y, ep, M, N, K,
+                                                                           0});
   }
 }
 
 /// Y = ep(X . W^T, b) through the fused kernel of ExecSpace's kind: FusedLinearKernel on GPUs,
-/// HostFusedKernel (HostKernels.hpp) on the host.
+/// HostFusedKernel (HostFusedKernel.hpp) on the host.
 template <class ExecSpace, class XView, class WView, class BView, class YView, class Scalar>
 void run_fused(const ExecSpace& exec, const XView& X, const WView& W, const BView& b,
                const YView& Y, const LeakyReLUEpilogue<Scalar>& ep) {

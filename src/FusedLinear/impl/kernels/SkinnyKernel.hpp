@@ -11,7 +11,7 @@
 
 #include "FusedLinear/Epilogue.hpp"
 #include "FusedLinear/impl/kernels/Common.hpp"
-#include "FusedLinear/impl/kernels/HostKernels.hpp"
+#include "FusedLinear/impl/kernels/HostSkinnyKernel.hpp"
 
 namespace FusedLinear {
 namespace Impl {
@@ -44,7 +44,7 @@ namespace Impl {
 /// 0.57 ms at 16x8192x8192; now 0.129 ms, and 0.082 ms at M = 1 (3.3 TB/s of W, faster than
 /// cuBLAS's GEMV-like kernel).
 ///
-/// Host: fused_skinny runs HostSkinnyKernel (HostKernels.hpp), dot products on the host's SIMD
+/// Host: fused_skinny runs HostSkinnyKernel (HostSkinnyKernel.hpp), dot products on the host's SIMD
 /// vectors. This kernel runs on the host only where Tuning::skinny_splits forces split K, so
 /// that tests exercise the GPUs' split-K fix-up on a CPU: one thread per team, X read in place
 /// (no staging), 16 rows x 4 columns, 2 packs of K per chunk, the 4 columns' multiply-adds as
@@ -86,8 +86,9 @@ struct SkinnyLinearKernel {
   static constexpr int stage_packs = stage_x ? MT * KC / V / team_size : 0;  // per thread
   static constexpr std::size_t stage_bytes =
       stage_x ? 2 * std::size_t(MT) * KC * sizeof(Scalar) : 0;
-  static constexpr std::size_t reduce_bytes =
-      L > 1 ? std::size_t(RC) * team_columns * (L + 1) * sizeof(Scalar) : 0;
+  static constexpr std::size_t reduce_bytes = L > 1 ? std::size_t(RC) * team_columns*(L + 1) *
+                                                          sizeof(Scalar)
+                                                    : 0;
   static constexpr std::size_t scratch_bytes =
       stage_bytes > reduce_bytes ? stage_bytes : reduce_bytes;
   static_assert(MT % RC == 0, "rows are reduced in whole chunks");
@@ -107,9 +108,9 @@ struct SkinnyLinearKernel {
   // separate instantiation: the kernel without it keeps its registers (it spilled otherwise).
   int splits = 1;
   std::int64_t split_chunks = 0;
-  Scalar* partials = nullptr;          // splits x M x N
+  Scalar* partials = nullptr;              // splits x M x N
   unsigned long long* arrivals = nullptr;  // one per tile: (call number << 32) | teams arrived
-  unsigned long long call = 0;         // this call's number (see fix_up)
+  unsigned long long call = 0;             // this call's number (see fix_up)
 
   KOKKOS_INLINE_FUNCTION static std::int64_t row_blocks(std::int64_t M) {
     return (M + MT - 1) / MT;
@@ -152,8 +153,8 @@ struct SkinnyLinearKernel {
     }
 
     const std::int64_t first = SplitK ? split_of(team) * split_chunks : 0;
-    const std::int64_t last = SplitK && first + split_chunks < chunks(K) ? first + split_chunks
-                                                                              : chunks(K);
+    const std::int64_t last =
+        SplitK && first + split_chunks < chunks(K) ? first + split_chunks : chunks(K);
     // W of chunk c + 1 is requested right after chunk c's FMAs, so its loads are in flight
     // during X's staging and the barrier instead of after them.
     Scalar w[S][R][V];
@@ -215,7 +216,8 @@ struct SkinnyLinearKernel {
       }
     }
 
-    if (L == 1) {
+    // One lane (the host) has nothing to add across lanes: not even compiled there.
+    if constexpr (L == 1) {
       FUSED_LINEAR_UNROLL
       for (int i = 0; i < MT; ++i) {
         FUSED_LINEAR_UNROLL
@@ -224,39 +226,38 @@ struct SkinnyLinearKernel {
           if (i < rows_here && n < N) finish(team, m0 + i, n, acc[i][r]);
         }
       }
-      fix_up(team, m0, rows_here, n0);
-      return;
-    }
-    // The L lanes' partial sums of each (row, column), added in lane order: reproducible.
-    // Row stride L + 1 keeps both the stores (by lane) and the sums (by output) conflict-free.
-    FUSED_LINEAR_UNROLL
-    for (int c0 = 0; c0 < MT; c0 += RC) {
-      if (c0 < rows_here) {
-        FUSED_LINEAR_UNROLL
-        for (int i = 0; i < RC; ++i) {
+    } else {
+      // The L lanes' partial sums of each (row, column), added in lane order: reproducible.
+      // Row stride L + 1 keeps both the stores (by lane) and the sums (by output) conflict-free.
+      FUSED_LINEAR_UNROLL
+      for (int c0 = 0; c0 < MT; c0 += RC) {
+        if (c0 < rows_here) {
           FUSED_LINEAR_UNROLL
-          for (int r = 0; r < R; ++r)
-            shared[(i * team_columns + group * R + r) * (L + 1) + lane] = acc[c0 + i][r];
-        }
-        team.team_barrier();
-        for (int e = tid; e < RC * team_columns; e += team_size) {
-          const int i = e / team_columns, col = e % team_columns;
-          const std::int64_t m = m0 + c0 + i, n = n0 + col;
-          if (m < M && n < N) {
-            Scalar sum = shared[e * (L + 1)];
-            for (int l = 1; l < L; ++l) sum += shared[e * (L + 1) + l];
-            finish(team, m, n, sum);
+          for (int i = 0; i < RC; ++i) {
+            FUSED_LINEAR_UNROLL
+            for (int r = 0; r < R; ++r)
+              shared[(i * team_columns + group * R + r) * (L + 1) + lane] = acc[c0 + i][r];
           }
+          team.team_barrier();
+          for (int e = tid; e < RC * team_columns; e += team_size) {
+            const int i = e / team_columns, col = e % team_columns;
+            const std::int64_t m = m0 + c0 + i, n = n0 + col;
+            if (m < M && n < N) {
+              Scalar sum = shared[e * (L + 1)];
+              for (int l = 1; l < L; ++l) sum += shared[e * (L + 1) + l];
+              finish(team, m, n, sum);
+            }
+          }
+          team.team_barrier();  // the scratch is reused by the next rows
         }
-        team.team_barrier();  // the scratch is reused by the next rows
       }
     }
     fix_up(team, m0, rows_here, n0);
   }
 
   // One (row, column)'s sum over this team's K: Y's element, or this split's partial sum.
-  KOKKOS_FORCEINLINE_FUNCTION void finish(const member_type& team, std::int64_t m,
-                                          std::int64_t n, Scalar sum) const {
+  KOKKOS_FORCEINLINE_FUNCTION void finish(const member_type& team, std::int64_t m, std::int64_t n,
+                                          Scalar sum) const {
     if (!SplitK)
       Y(m, n) = ep(sum, Scalar(b(n)));
     else

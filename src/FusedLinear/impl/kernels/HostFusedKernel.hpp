@@ -1,18 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
-/// \file HostKernels.hpp
-/// The host (CPU) kernels behind fused and fused_skinny: register-blocked loops whose innermost
-/// loop is one or two SIMD vectors of the instruction set the compiler targets (the -march that
-/// Kokkos_ARCH_* gives every consumer of Kokkos: AVX-512 with Kokkos_ARCH_SKX, AVX2 with HSW/ZEN*,
-/// SSE2 with none), and the epilogue applied in registers before the single write of Y.
-///
-/// Nothing Kokkos 3.4 lacks (it has no SIMD types): plain loops that the compiler vectorises,
-/// with OpenMP's `simd simdlen(lanes)` where the host compiler runs with OpenMP (GCC 12's tuning
-/// for AVX-512 CPUs prefers 256-bit vectors otherwise, half the arithmetic per instruction; with
-/// it the perf program's micro-kernel is 24 vfmadd231ps on zmm registers per k). Intrinsics only
-/// in one place, the 16 x 16 transposes of the packing (transpose_16x16), with a plain fallback.
-/// Every element of Y is one thread's sum over k in a fixed order, whatever the thread count.
-#ifndef FUSED_LINEAR_IMPL_KERNELS_HOST_KERNELS_HPP
-#define FUSED_LINEAR_IMPL_KERNELS_HOST_KERNELS_HPP
+/// \file HostFusedKernel.hpp
+/// The host kernel behind fused: a packed GEMM with the epilogue in registers (HostCommon.hpp).
+#ifndef FUSED_LINEAR_IMPL_KERNELS_HOST_FUSED_KERNEL_HPP
+#define FUSED_LINEAR_IMPL_KERNELS_HOST_FUSED_KERNEL_HPP
 
 #include <cstddef>
 #include <cstdint>
@@ -20,75 +10,11 @@
 
 #include <Kokkos_Core.hpp>
 
-#if defined(__AVX512F__) && !defined(__CUDA_ARCH__) && !defined(__HIP_DEVICE_COMPILE__)
-#include <immintrin.h>
-#define FUSED_LINEAR_HOST_AVX512_TRANSPOSE 1
-#endif
-
 #include "FusedLinear/Epilogue.hpp"
-#include "FusedLinear/impl/kernels/Common.hpp"
-
-#define FUSED_LINEAR_PRAGMA(x) _Pragma(#x)
-// A loop of exactly `lanes` iterations (or a multiple) that is one SIMD vector of the host.
-#if defined(_OPENMP) && !defined(__CUDA_ARCH__) && !defined(__HIP_DEVICE_COMPILE__)
-#define FUSED_LINEAR_HOST_SIMD(lanes) FUSED_LINEAR_PRAGMA(omp simd simdlen(lanes))
-#else
-#define FUSED_LINEAR_HOST_SIMD(lanes) FUSED_LINEAR_UNROLL
-#endif
+#include "FusedLinear/impl/kernels/HostCommon.hpp"
 
 namespace FusedLinear {
 namespace Impl {
-
-/// The host's SIMD registers as the compiler targets them: their width and how many there are.
-struct HostVector {
-#if defined(__AVX512F__)
-  static constexpr int bytes = 64, registers = 32;
-#elif defined(__AVX__)
-  static constexpr int bytes = 32, registers = 16;
-#elif defined(__aarch64__)
-  static constexpr int bytes = 16, registers = 32;
-#else
-  static constexpr int bytes = 16, registers = 16;  // SSE2, the x86-64 baseline
-#endif
-  template <class Scalar>
-  static constexpr int lanes() {
-    return bytes / static_cast<int>(sizeof(Scalar));
-  }
-};
-
-#if defined(FUSED_LINEAR_HOST_AVX512_TRANSPOSE)
-/// dst[q * ld + j] = rows[j][q] for j, q < 16 (a 16 x 16 block of floats transposed in
-/// registers), storing the lanes of `lanes`. The one place the host kernels use intrinsics:
-/// packing transposes W and X, and element by element it took a fifth of the fused kernel's
-/// time at 1024^3 (0.7 ns per element against 0.3 ns this way, docs/design/host-kernels.md); compilers
-/// do not find this shuffle network themselves.
-inline void transpose_16x16(const float* const (&rows)[16], float* dst, std::int64_t ld,
-                            __mmask16 lanes) {
-  __m512 r[16], t[16];
-  for (int j = 0; j < 16; ++j) r[j] = _mm512_loadu_ps(rows[j]);
-  for (int j = 0; j < 16; j += 2) {
-    t[j] = _mm512_unpacklo_ps(r[j], r[j + 1]);
-    t[j + 1] = _mm512_unpackhi_ps(r[j], r[j + 1]);
-  }
-  for (int j = 0; j < 16; j += 4) {
-    r[j] = _mm512_shuffle_ps(t[j], t[j + 2], 0x44);
-    r[j + 1] = _mm512_shuffle_ps(t[j], t[j + 2], 0xEE);
-    r[j + 2] = _mm512_shuffle_ps(t[j + 1], t[j + 3], 0x44);
-    r[j + 3] = _mm512_shuffle_ps(t[j + 1], t[j + 3], 0xEE);
-  }
-  for (int h = 0; h < 16; h += 8) {
-    for (int j = 0; j < 4; ++j) {
-      t[h + j] = _mm512_shuffle_f32x4(r[h + j], r[h + j + 4], 0x88);
-      t[h + j + 4] = _mm512_shuffle_f32x4(r[h + j], r[h + j + 4], 0xDD);
-    }
-  }
-  for (int j = 0; j < 8; ++j) {
-    r[j] = _mm512_shuffle_f32x4(t[j], t[j + 8], 0x88);
-    r[j + 8] = _mm512_shuffle_f32x4(t[j], t[j + 8], 0xDD);
-  }
-  for (int q = 0; q < 16; ++q) _mm512_mask_storeu_ps(dst + q * ld, lanes, r[q]);
-}
-#endif
 
 /// Tiles of the host fused kernel (a GEMM in the manner of GotoBLAS/BLIS with the epilogue in
 /// registers), one place.
@@ -388,140 +314,7 @@ void run_fused_host(const ExecSpace& exec, const XView& X, const WView& W, const
   Kokkos::parallel_for("FusedLinear::fused[host]", kernel.policy(exec), kernel);
 }
 
-/// Tiles of the host skinny kernel (few rows of X: W streams from memory once): dot products
-/// along K, `rows` x `columns` of them in registers as vectors of partial sums (one vector
-/// load of W per column and of X per row per step, rows x columns multiply-adds; AVX-512:
-/// 8 x 3 = 24 accumulators + 3 + 1 registers; AVX2/SSE: 4 x 2), added across their lanes once
-/// at the end. Row blocks of 8, 4, 2 and 1 rows (so that M = 1 computes one row, not eight).
-/// A work item is `group_columns` columns of Y (a multiple of `columns`) and all rows.
-template <class Scalar>
-struct HostSkinnyTiles {
-  static constexpr int lanes = HostVector::lanes<Scalar>();
-  static constexpr int rows = HostVector::registers >= 32 ? 8 : 4;
-  static constexpr int columns = HostVector::registers >= 32 ? 3 : 2;
-  static constexpr int group_columns = 8 * columns;
-  static_assert(rows * columns + columns + 1 <= HostVector::registers,
-                "the register block must fit the registers");
-};
-
-/// Y = ep(X . W^T, b) for few rows on the host (HostSkinnyTiles). Unit: X and W contiguous
-/// along K (LayoutRight, PyTorch's), vector loads; otherwise element loads through strides.
-template <class ExecSpace, class XView, class WView, class BView, class YView, bool Unit>
-struct HostSkinnyKernel {
-  using Scalar = typename YView::non_const_value_type;
-  using Tiles = HostSkinnyTiles<Scalar>;
-  static constexpr int L = Tiles::lanes, R = Tiles::columns, MT = Tiles::rows;
-  static constexpr int G = Tiles::group_columns;
-  using policy_type = Kokkos::RangePolicy<ExecSpace, Kokkos::Schedule<Kokkos::Dynamic>,
-                                          Kokkos::IndexType<std::int64_t>>;
-
-  XView X;
-  WView W;
-  BView b;
-  YView Y;
-  LeakyReLUEpilogue<Scalar> ep;
-  std::int64_t M, N, K;
-
-  static std::int64_t items(std::int64_t N) { return (N + G - 1) / G; }
-
-  void operator()(std::int64_t item) const {
-    const std::int64_t n_end = (item + 1) * G < N ? (item + 1) * G : N;
-    for (std::int64_t n = item * G; n < n_end; n += R) {
-      const int columns = n_end - n < R ? int(n_end - n) : R;
-      std::int64_t m = 0;
-      for (; m + MT <= M; m += MT) block<MT>(m, n, columns);
-      // The rest in blocks of 4, 2 and 1 rows (a block computes every one of its rows).
-      if constexpr (MT > 4) {
-        if (m + 4 <= M) {
-          block<4>(m, n, columns);
-          m += 4;
-        }
-      }
-      if (m + 2 <= M) {
-        block<2>(m, n, columns);
-        m += 2;
-      }
-      if (m < M) block<1>(m, n, columns);
-    }
-  }
-
-  /// Rows [m, m + Rows) x columns [n, n + columns) of Y.
-  template <int Rows>
-  void block(std::int64_t m, std::int64_t n, int columns) const {
-    const std::int64_t xs0 = X.stride(0), xs1 = X.stride(1);
-    const std::int64_t ws0 = W.stride(0), ws1 = W.stride(1);
-    const Scalar* x[Rows];
-    const Scalar* w[R];
-    FUSED_LINEAR_UNROLL
-    for (int i = 0; i < Rows; ++i) x[i] = X.data() + (m + i) * xs0;
-    // Columns past the group repeat its last one: computed, never stored.
-    FUSED_LINEAR_UNROLL
-    for (int r = 0; r < R; ++r) w[r] = W.data() + (n + (r < columns ? r : columns - 1)) * ws0;
-
-    Scalar acc[Rows][R][L];
-    FUSED_LINEAR_UNROLL
-    for (int i = 0; i < Rows; ++i) {
-      FUSED_LINEAR_UNROLL
-      for (int r = 0; r < R; ++r) {
-        FUSED_LINEAR_HOST_SIMD(L)
-        for (int q = 0; q < L; ++q) acc[i][r][q] = Scalar(0);
-      }
-    }
-    // Loads straight into the multiply-adds (the compiler keeps each load for the R or Rows
-    // uses): with the operands staged in small arrays GCC kept the accumulators in memory.
-    const std::int64_t k_vectors = K / L * L;
-    for (std::int64_t k = 0; k < k_vectors; k += L) {
-      FUSED_LINEAR_UNROLL
-      for (int i = 0; i < Rows; ++i) {
-        FUSED_LINEAR_UNROLL
-        for (int r = 0; r < R; ++r) {
-          FUSED_LINEAR_HOST_SIMD(L)
-          for (int q = 0; q < L; ++q)
-            acc[i][r][q] +=
-                Unit ? x[i][k + q] * w[r][k + q] : x[i][(k + q) * xs1] * w[r][(k + q) * ws1];
-        }
-      }
-    }
-    // Lanes added pairwise (halves, then quarters, ...), then the K % L tail in k order: one
-    // fixed order per element. (On a copy: reading the accumulators lane by lane made GCC keep
-    // them in memory throughout.)
-    FUSED_LINEAR_UNROLL
-    for (int i = 0; i < Rows; ++i) {
-      FUSED_LINEAR_UNROLL
-      for (int r = 0; r < R; ++r) {
-        Scalar t[L];
-        FUSED_LINEAR_HOST_SIMD(L)
-        for (int q = 0; q < L; ++q) t[q] = acc[i][r][q];
-        FUSED_LINEAR_UNROLL
-        for (int half = L / 2; half > 0; half /= 2) {
-          FUSED_LINEAR_UNROLL
-          for (int q = 0; q < half; ++q) t[q] += t[q + half];
-        }
-        Scalar sum = t[0];
-        for (std::int64_t k = k_vectors; k < K; ++k) sum += x[i][k * xs1] * w[r][k * ws1];
-        if (r < columns) Y(m + i, n + r) = ep(sum, Scalar(b(n + r)));
-      }
-    }
-  }
-};
-
-template <class ExecSpace, class XView, class WView, class BView, class YView, class Scalar>
-void run_skinny_host(const ExecSpace& exec, const XView& X, const WView& W, const BView& b,
-                     const YView& Y, const LeakyReLUEpilogue<Scalar>& ep) {
-  const std::int64_t M = Y.extent(0), N = Y.extent(1), K = X.extent(1);
-  auto launch = [&](auto kernel) {
-    using Kernel = decltype(kernel);
-    Kokkos::parallel_for("FusedLinear::fused_skinny[host]",
-                         typename Kernel::policy_type(exec, 0, Kernel::items(N)), kernel);
-  };
-  const bool unit = K <= 1 || (X.stride(1) == 1 && W.stride(1) == 1);
-  if (unit)
-    launch(HostSkinnyKernel<ExecSpace, XView, WView, BView, YView, true>{X, W, b, Y, ep, M, N, K});
-  else
-    launch(HostSkinnyKernel<ExecSpace, XView, WView, BView, YView, false>{X, W, b, Y, ep, M, N, K});
-}
-
 }  // namespace Impl
 }  // namespace FusedLinear
 
-#endif
+#endif  // FUSED_LINEAR_IMPL_KERNELS_HOST_FUSED_KERNEL_HPP
