@@ -264,9 +264,9 @@ build_config() {
                      -DKokkos_ENABLE_DEBUG_BOUNDS_CHECK=ON -DCMAKE_CXX_COMPILER=g++)
       kernels_flags+=(-DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_CXX_COMPILER=g++
                       "${host_blas_flags[@]}") ;;
-    threads)
+    threads)  # Kokkos 3.4 names the Threads backend PTHREAD (4.x: Kokkos_ENABLE_THREADS)
       kokkos_flags+=(-DCMAKE_BUILD_TYPE=Release -DCMAKE_CXX_STANDARD=17 -DKokkos_ENABLE_OPENMP=OFF
-                     -DKokkos_ENABLE_THREADS=ON -DCMAKE_CXX_COMPILER=g++ $(host_arch_flags))
+                     -DKokkos_ENABLE_PTHREAD=ON -DCMAKE_CXX_COMPILER=g++ $(host_arch_flags))
       kernels_flags+=(-DCMAKE_BUILD_TYPE=Release -DCMAKE_CXX_COMPILER=g++ "${host_blas_flags[@]}") ;;
     hip)
       command -v hipcc >/dev/null || die "hip: no hipcc (Debian package hipcc)"
