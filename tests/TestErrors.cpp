@@ -6,6 +6,9 @@
 // parameters, requests the build cannot serve. Each an std::invalid_argument naming the function
 // and the problem, before anything is written.
 #include <limits>
+#include <random>
+#include <set>
+#include <vector>
 #include <string>
 
 #include "TestHelpers.hpp"
@@ -193,6 +196,64 @@ TEST_F(Errors, OutputAliasingAnInput) {
   const Unmanaged X_first(block.data(), 6, 5), Y_after(block.data() + 30, 6, 4);
   Kokkos::deep_copy(X_first, p.X);
   EXPECT_EQ(one_shot_error(X_first, p.W, p.b, Y_after, 2.f, 0.1f), "no exception");
+}
+
+// The overlap check decides by elements, not address ranges: against a brute-force set of
+// addresses over random strided Views of one buffer (rows, columns, interleaved columns,
+// offsets), and for Y's own strides mapping two indices to one address.
+TEST(Checks, SharesElementsAsTheAddressesSay) {
+  using Strided =
+      Kokkos::View<float**, Kokkos::LayoutStride, Kokkos::HostSpace, Kokkos::MemoryUnmanaged>;
+  std::vector<float> buffer(1024);
+  std::mt19937 rng(20261201);
+  const auto make = [&] {
+    const int e0 = 1 + int(rng() % 6), e1 = 1 + int(rng() % 6);
+    int s0 = 1 + int(rng() % 11), s1 = 1 + int(rng() % 11);
+    if (rng() % 3 == 0) s1 = 1, s0 = e1 + int(rng() % 4);  // rows, padded
+    if (rng() % 5 == 0) s0 = 1, s1 = e0 + int(rng() % 3);  // columns
+    return Strided(buffer.data() + rng() % 160, Kokkos::LayoutStride(e0, s0, e1, s1));
+  };
+  const auto addresses = [](const Strided& v) {
+    std::vector<const float*> a;
+    for (std::size_t i = 0; i < v.extent(0); ++i)
+      for (std::size_t j = 0; j < v.extent(1); ++j) a.push_back(&v(i, j));
+    return a;
+  };
+  int shared = 0;
+  for (int c = 0; c < 20000; ++c) {
+    const Strided a = make(), b = make();
+    const std::vector<const float*> in_a = addresses(a), in_b = addresses(b);
+    const std::set<const float*> set_a(in_a.begin(), in_a.end());
+    bool truth = false;
+    for (const float* p : in_b) truth = truth || set_a.count(p) > 0;
+    shared += truth;
+    ASSERT_EQ(Impl::shares_elements(a, b), truth) << "case " << c;
+    ASSERT_EQ(Impl::shares_elements(b, a), truth) << "case " << c;
+    ASSERT_EQ(Impl::maps_two_indices_to_one_element(a), set_a.size() < in_a.size()) << "case " << c;
+  }
+  EXPECT_GT(shared, 1000);  // both answers were exercised
+  EXPECT_LT(shared, 19000);
+}
+
+// X and Y as column blocks of one row-major matrix share no element: accepted and computed
+// right on every path; one shared column is still refused.
+TEST_F(Errors, ColumnBlocksOfOneMatrixAreNotAliases) {
+  const std::int64_t M = 6, K = 5, N = 4;
+  Kokkos::View<float**, Kokkos::LayoutRight, P::Device> buffer("buffer", M, K + N);
+  const auto X = Kokkos::subview(buffer, Kokkos::ALL, Kokkos::make_pair(0, int(K)));
+  const auto Y = Kokkos::subview(buffer, Kokkos::ALL, Kokkos::make_pair(int(K), int(K + N)));
+  Kokkos::deep_copy(X, p.X);
+  for (Algorithm a : all_algorithms) {
+    const auto info = attempt(ExecSpace(), X, p.W, p.b, Y, 2.0, 0.1, options(a));
+    if (info)
+      EXPECT_TRUE(p.reference(2.0, 0.1).check<float>(host_matrix(Y), product_rounding(*info, K)))
+          << describe(options(a), *info);
+    Kokkos::fence();
+    EXPECT_EQ(host_matrix(X), host_matrix(p.X)) << "X changed under " << FusedLinear::to_string(a);
+  }
+  const auto Y_over_X =
+      Kokkos::subview(buffer, Kokkos::ALL, Kokkos::make_pair(int(K - 1), int(K + N - 1)));
+  EXPECT_TRUE(names(one_shot_error(X, p.W, p.b, Y_over_X, 2.f, 0.1f), one_shot, "Y aliases X"));
 }
 
 TEST_F(Errors, NonFiniteParameters) {

@@ -4,8 +4,11 @@
 #ifndef FUSED_LINEAR_LINEAR_LEAKY_RELU_HPP
 #define FUSED_LINEAR_LINEAR_LEAKY_RELU_HPP
 
+#include <cstdint>
 #include <memory>
 #include <mutex>
+#include <optional>
+#include <type_traits>
 
 #include <Kokkos_Core.hpp>
 
@@ -19,12 +22,15 @@ namespace FusedLinear {
 /// Y = LeakyReLU(multiplier * (X . W^T + b), negative_slope) in one call: as a Plan made for
 /// these arguments and executed once (see Plan for the parameters, exceptions and semantics).
 ///
-/// The plan is kept for the next call with the same instance, extents, strides, alignment,
-/// parameters and options (at most 32 plans, the least recently used dropped first), so a call
-/// in a loop costs what Plan::execute costs. Their memory is released at Kokkos::finalize, or
-/// at once by release_cached_plans(). Safe to call from several host threads (on CUDA, HIP:
-/// one instance each or one shared; on host backends, Kokkos 3.4 instances must not be entered
-/// from two threads at once: serialise host calls).
+/// The plan is kept for the next call with the same instance (stream), extents, strides,
+/// alignment, parameters and options (at most 32 plans, the least recently used dropped first,
+/// once its last call's work is done), so a call in a loop costs what Plan::execute costs plus a
+/// lookup (and the returned RunInfo's copy). Their memory is released at Kokkos::finalize, or at
+/// once by release_cached_plans(). Safe to call from several host threads (on CUDA, HIP: one
+/// instance each or one shared, cudaStreamPerThread included; on host backends, Kokkos 3.4's
+/// OpenMP instances take team kernels from the initialising thread only). Not while the stream
+/// is being captured into a CUDA graph (std::invalid_argument): a cached plan may be dropped
+/// while the graph lives; capture Plan::execute instead.
 ///
 /// \return which path, precision and GEMM ran, and why they differ from the request
 template <class ExecSpace, class XView, class WView, class BView, class YView>
@@ -37,15 +43,29 @@ RunInfo linear_leaky_relu(const ExecSpace& exec, const XView& X, const WView& W,
       Impl::PlanImpl<ExecSpace, Impl::CanonicalInput<ExecSpace, XView>,
                      Impl::CanonicalInput<ExecSpace, WView>, Impl::CanonicalInput<ExecSpace, BView>,
                      Impl::CanonicalOutput<ExecSpace, YView>>;
+  using Cached = Impl::CachedPlan<Plan_, ExecSpace>;
   constexpr const char* function = "FusedLinear::linear_leaky_relu";
+#if defined(KOKKOS_ENABLE_CUDA)
+  if constexpr (std::is_same<ExecSpace, Kokkos::Cuda>::value) {
+    if (Impl::stream_is_capturing(exec.cuda_stream()))
+      Impl::refuse(function,
+                   "cannot run while its stream is being captured into a CUDA graph (a cached "
+                   "plan may be released while the graph lives): capture Plan::execute instead");
+  }
+#endif
+  const std::optional<std::uint64_t> instance = Impl::instance_identity(exec, function);
   const Impl::PlanKey key =
-      Impl::plan_key<Plan_>(exec, X, W, b, Y, multiplier, negative_slope, options);
-  auto cached = Impl::PlanCache::instance().get<Plan_>(key, [&] {
-    return std::make_unique<Impl::CachedPlan<Plan_>>(exec, X, W, b, Y, multiplier, negative_slope,
-                                                     options, function);
+      Impl::plan_key<Plan_>(instance.value_or(0), X, W, b, Y, multiplier, negative_slope, options);
+  auto cached = Impl::PlanCache::instance().get<Cached>(key, [&] {
+    return std::make_unique<Cached>(exec, X, W, b, Y, multiplier, negative_slope, options,
+                                    function);
   });
   std::lock_guard<std::mutex> lock(cached->mutex);
   cached->plan.execute(exec, X, W, b, Y, function);
+  cached->done.record(exec);
+  // An instance this cache cannot tell from another shares the plan's workspace with them: its
+  // work must be done before another call may start.
+  if (!instance && cached->plan.workspace_bytes() > 0) exec.fence();
   return cached->plan.info();
 }
 

@@ -27,8 +27,10 @@ namespace FusedLinear {
 /// cannot. execute() then enqueues the layer on the plan's execution space instance, allocating
 /// nothing and building no strings.
 ///
-/// Thread safety: a plan is used by one host thread at a time (make one per thread or stream);
-/// different plans may execute concurrently on different instances. The destructor waits for
+/// Thread safety: a plan is used by one host thread at a time, its calls on its own instance
+/// (make one per thread or stream); different plans may execute concurrently on different
+/// instances. execute() may be captured into a CUDA graph and replayed (README, "CUDA
+/// graphs"); the constructor refuses to run under capture (it allocates). The destructor waits for
 /// the plan's instance (its memory may be in use by work still queued there): keep the instance
 /// (and its stream) alive until the plan is gone, and destroy plans before Kokkos::finalize.
 ///
@@ -78,8 +80,9 @@ class Plan {
 
   /// Enqueues the layer on the plan's instance (asynchronous: fence it before reading Y on the
   /// host). The Views must have the plan's extents; their strides and alignment those the plan
-  /// was made for where its path depends on them (otherwise std::invalid_argument: make another
-  /// plan). Y must not overlap an input.
+  /// was made for where its path depends on them (cuBLASLt, the Hopper kernels; otherwise
+  /// std::invalid_argument, before anything is written: make another plan). Y must share no
+  /// element with an input.
   void execute(const XView& X, const WView& W, const BView& b, const YView& Y) const {
     m_impl->execute(m_exec, X, W, b, Y, "FusedLinear::Plan::execute");
   }

@@ -48,9 +48,10 @@ enum class Precision {
   /// near 3e-4). Under Algorithm::Auto a floor: a faster path at least as accurate may run.
   TF32,
   /// fp32-accurate products on TF32 tensor cores: each operand split into a TF32 high part and
-  /// a remainder, lo.hi + hi.lo + hi.hi, never more than a few hundred terms accumulated in the
-  /// tensor cores before the sums are added in fp32 (docs/precision.md). Under Algorithm::Auto
-  /// a floor: strict fp32 runs where it is faster (few rows).
+  /// a remainder, lo.hi + hi.lo + hi.hi, the large term hi.hi accumulated in the tensor cores a
+  /// few hundred terms at a time before the sums are added in fp32 (the small terms, 2^-10 of
+  /// its size, in one product over 2K on the vendor paths; docs/precision.md). Under
+  /// Algorithm::Auto a floor: strict fp32 runs where it is faster (few rows).
   TF32x3,
 };
 

@@ -69,12 +69,14 @@ Facts gather_facts(const ExecSpace& exec, const XView& X, const WView& W, const 
   f.multiprocessors = multiprocessors(exec);
   f.cublaslt = cublaslt_serves<ExecSpace, XView, WView, YView>();
   // cuBLASLt's bias epilogue adds a vector along the rows of its column-major C, which are Y's
-  // columns only for a row-major Y; float only, b contiguous beside Y.
+  // columns only for a row-major Y; float only, b beside Y as cuBLASLt takes it.
+#if defined(FUSED_LINEAR_CUBLASLT)
   f.cublaslt_bias =
       f.cublaslt && std::is_same<Scalar, float>::value &&
       std::is_same<typename YView::array_layout, Kokkos::LayoutRight>::value &&
       std::is_same<typename BView::memory_space, typename YView::memory_space>::value &&
-      (b.extent(0) <= 1 || b.stride(0) == 1);
+      cublaslt_takes_bias(b);
+#endif
 #if defined(FUSED_LINEAR_SM90A)
   if constexpr (std::is_same<ExecSpace, Kokkos::Cuda>::value &&
                 std::is_same<Scalar, float>::value) {

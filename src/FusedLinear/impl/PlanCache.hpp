@@ -12,6 +12,8 @@
 #include <cstring>
 #include <memory>
 #include <mutex>
+#include <optional>
+#include <type_traits>
 #include <typeindex>
 #include <typeinfo>
 #include <utility>
@@ -20,35 +22,103 @@
 #include <Kokkos_Core.hpp>
 
 #include "FusedLinear/Types.hpp"
+#include "FusedLinear/impl/cuda/Device.hpp"
+#include "FusedLinear/impl/kernels/Common.hpp"
 
 namespace FusedLinear {
 namespace Impl {
 
-/// Which instance of an execution space: calls on different streams get different plans, so
-/// that no workspace is used by two streams.
+/// Which instance of an execution space, so that calls on different streams get different
+/// plans and no workspace is used by two streams at once. On CUDA the stream's own id
+/// (cudaStreamGetId): the handle cudaStreamPerThread (and the legacy stream under
+/// --default-stream per-thread) names another stream on every thread. Host backends run each
+/// call to completion (the cached plan's lock serialises them): 0. Elsewhere the instance is
+/// not known (`std::nullopt`): the one-shot call then waits for its work before returning.
 template <class ExecSpace>
-std::uintptr_t instance_identity(const ExecSpace& exec) {
+std::optional<std::uint64_t> instance_identity(const ExecSpace& exec, const char* function) {
 #if defined(KOKKOS_ENABLE_CUDA)
-  if constexpr (std::is_same<ExecSpace, Kokkos::Cuda>::value)
-    return reinterpret_cast<std::uintptr_t>(exec.cuda_stream()) ^
-           (std::uintptr_t(exec.cuda_device()) << 56);
+  if constexpr (std::is_same<ExecSpace, Kokkos::Cuda>::value) {
+    unsigned long long id = 0;
+    cuda_check(cudaStreamGetId(exec.cuda_stream(), &id), function, "identify the stream");
+    // Ids are unique within the process; the device keeps two devices' default streams apart.
+    return std::uint64_t(id) ^ (std::uint64_t(exec.cuda_device()) << 56);
+  }
 #endif
-#if defined(KOKKOS_ENABLE_HIP) && KOKKOS_VERSION >= 40000
-  if constexpr (std::is_same<ExecSpace, Kokkos::HIP>::value)
-    return reinterpret_cast<std::uintptr_t>(exec.hip_stream());
-#elif defined(KOKKOS_ENABLE_HIP)
-  if constexpr (std::is_same<ExecSpace, Kokkos::Experimental::HIP>::value)
-    return reinterpret_cast<std::uintptr_t>(exec.hip_stream());
+#if defined(KOKKOS_ENABLE_HIP)
+#if KOKKOS_VERSION >= 40000
+  using Hip = Kokkos::HIP;
+#else
+  using Hip = Kokkos::Experimental::HIP;
 #endif
-  (void)exec;
-  return 0;  // host backends: one instance
+  if constexpr (std::is_same<ExecSpace, Hip>::value) {
+    const hipStream_t stream = exec.hip_stream();
+    if (stream == nullptr || stream == hipStreamPerThread) return std::nullopt;  // per thread
+    return std::uint64_t(reinterpret_cast<std::uintptr_t>(stream));
+  }
+#endif
+  (void)exec, (void)function;
+  if constexpr (is_host_space<ExecSpace>()) return std::uint64_t(0);
+  return std::nullopt;
 }
+
+/// Where a cached plan's last call ends, so that the plan's memory is freed only after it: on
+/// CUDA an event recorded after each call (the caller's stream may be gone by then); host
+/// backends finish each call before it returns; other backends wait on the instance.
+template <class ExecSpace>
+class CompletionMark {
+ public:
+  CompletionMark(const ExecSpace& exec, bool needed) {
+    if (!needed || is_host_space<ExecSpace>()) return;
+#if defined(KOKKOS_ENABLE_CUDA)
+    if constexpr (std::is_same<ExecSpace, Kokkos::Cuda>::value) {
+      CudaDeviceGuard device(exec.cuda_device(), "FusedLinear::linear_leaky_relu");
+      cuda_check(cudaEventCreateWithFlags(&m_event, cudaEventDisableTiming),
+                 "FusedLinear::linear_leaky_relu", "create an event");
+      return;
+    }
+#endif
+    m_exec.emplace(exec);
+  }
+  ~CompletionMark() {
+#if defined(KOKKOS_ENABLE_CUDA)
+    if (m_event) cudaEventDestroy(m_event);
+#endif
+  }
+  CompletionMark(const CompletionMark&) = delete;
+  CompletionMark& operator=(const CompletionMark&) = delete;
+
+  /// After a call enqueued on `exec`.
+  void record(const ExecSpace& exec) {
+#if defined(KOKKOS_ENABLE_CUDA)
+    if constexpr (std::is_same<ExecSpace, Kokkos::Cuda>::value) {
+      if (m_event) {
+        CudaDeviceGuard device(exec.cuda_device(), "FusedLinear::linear_leaky_relu");
+        cuda_check(cudaEventRecord(m_event, exec.cuda_stream()), "FusedLinear::linear_leaky_relu",
+                   "record an event");
+      }
+    }
+#endif
+    (void)exec;
+  }
+  void wait() {
+#if defined(KOKKOS_ENABLE_CUDA)
+    if (m_event) cudaEventSynchronize(m_event);
+#endif
+    if (m_exec) m_exec->fence();
+  }
+
+ private:
+  std::optional<ExecSpace> m_exec;  // backends without events
+#if defined(KOKKOS_ENABLE_CUDA)
+  cudaEvent_t m_event = nullptr;
+#endif
+};
 
 /// Everything a plan depends on, as plain bytes compared with memcmp (no padding between the
 /// members, in this order).
 struct PlanKey {
   const std::type_info* type;  // the plan's type: value type, layouts, memory spaces
-  std::uintptr_t instance;
+  std::uint64_t instance;
   std::int64_t extents[3];   // M, K, N
   std::int64_t strides[7];   // X, W (2 each), b, Y (2)
   std::uint64_t alignments;  // log2 of min(256, alignment) of X, W, b, Y, 8 bits each
@@ -67,14 +137,13 @@ inline std::uint64_t alignment_log2(const void* p) {
   return log2;
 }
 
-template <class PlanType, class ExecSpace, class XView, class WView, class BView, class YView,
-          class Scalar>
-PlanKey plan_key(const ExecSpace& exec, const XView& X, const WView& W, const BView& b,
+template <class PlanType, class XView, class WView, class BView, class YView, class Scalar>
+PlanKey plan_key(std::uint64_t instance, const XView& X, const WView& W, const BView& b,
                  const YView& Y, Scalar multiplier, Scalar slope, const Options& options) {
   PlanKey k;
   std::memset(&k, 0, sizeof k);
   k.type = &typeid(PlanType);
-  k.instance = instance_identity(exec);
+  k.instance = instance;
   k.extents[0] = X.extent(0), k.extents[1] = X.extent(1), k.extents[2] = W.extent(0);
   const std::int64_t strides[7] = {std::int64_t(X.stride(0)), std::int64_t(X.stride(1)),
                                    std::int64_t(W.stride(0)), std::int64_t(W.stride(1)),
@@ -96,16 +165,18 @@ struct CachedPlanBase {
   virtual ~CachedPlanBase() = default;
   std::mutex mutex;
 };
-template <class PlanType>
+template <class PlanType, class ExecSpace>
 struct CachedPlan : CachedPlanBase {
   template <class... Args>
-  explicit CachedPlan(Args&&... args) : plan(std::forward<Args>(args)...) {}
+  explicit CachedPlan(const ExecSpace& exec, Args&&... args)
+      : plan(exec, std::forward<Args>(args)...), done(exec, plan.workspace_bytes() > 0) {}
   ~CachedPlan() override {
-    // Work enqueued with the plan's workspace may still run (on a stream this cache does not
-    // hold, which may be gone): wait for the device before the memory goes.
-    if (plan.workspace_bytes() > 0 && Kokkos::is_initialized()) Kokkos::fence();
+    // Work enqueued with the plan's workspace may still run: wait for the last call's work
+    // (only that: not the device), then let the memory go.
+    if (Kokkos::is_initialized()) done.wait();
   }
   PlanType plan;
+  CompletionMark<ExecSpace> done;
 };
 
 class PlanCache {
@@ -117,19 +188,17 @@ class PlanCache {
     return *cache;
   }
 
-  /// The cached plan for `key`, made by `make()` (a std::unique_ptr<CachedPlan<PlanType>>) on
-  /// first use; the least recently used one goes when the cache is full.
-  template <class PlanType, class Make>
-  std::shared_ptr<CachedPlan<PlanType>> get(const PlanKey& key, Make&& make) {
+  /// The cached plan for `key`, made by `make()` (a std::unique_ptr<CachedPlan<...>>) on first
+  /// use, outside the cache's lock (a plan's making queries cuBLASLt and allocates: other
+  /// threads' calls go on meanwhile); the least recently used one goes when the cache is full.
+  template <class Cached, class Make>
+  std::shared_ptr<Cached> get(const PlanKey& key, Make&& make) {
+    if (auto found = find(key)) return std::static_pointer_cast<Cached>(found);
+    std::shared_ptr<Cached> made(make());
     std::shared_ptr<CachedPlanBase> evicted;  // released after the lock
     std::lock_guard<std::mutex> lock(m_mutex);
-    for (std::size_t i = 0; i < m_entries.size(); ++i) {
-      if (m_entries[i].first == key) {
-        std::rotate(m_entries.begin(), m_entries.begin() + i, m_entries.begin() + i + 1);
-        return std::static_pointer_cast<CachedPlan<PlanType>>(m_entries.front().second);
-      }
-    }
-    std::shared_ptr<CachedPlan<PlanType>> made(make());
+    for (const auto& entry : m_entries)  // made meanwhile by another thread: use that one
+      if (entry.first == key) return std::static_pointer_cast<Cached>(entry.second);
     if (!m_hook_registered) {
       // Once per Kokkos initialisation: the hook runs at the start of Kokkos::finalize and is
       // registered again at the next initialisation's first call.
@@ -163,6 +232,17 @@ class PlanCache {
   static constexpr std::size_t capacity = 32;
 
  private:
+  std::shared_ptr<CachedPlanBase> find(const PlanKey& key) {
+    std::lock_guard<std::mutex> lock(m_mutex);
+    for (std::size_t i = 0; i < m_entries.size(); ++i) {
+      if (m_entries[i].first == key) {
+        std::rotate(m_entries.begin(), m_entries.begin() + i, m_entries.begin() + i + 1);
+        return m_entries.front().second;
+      }
+    }
+    return nullptr;
+  }
+
   PlanCache() = default;
   std::mutex m_mutex;
   std::vector<std::pair<PlanKey, std::shared_ptr<CachedPlanBase>>> m_entries;

@@ -63,6 +63,9 @@ class PlanImpl {
       : m_shape(check_arguments(X, W, b, Y, multiplier, negative_slope, function)),
         m_ep{multiplier, negative_slope} {
     DeviceGuard device(exec, function);
+    refuse_if_capturing(exec, function,
+                        "a plan cannot be made while its stream is being captured "
+                        "into a CUDA graph (it allocates): make it before the capture");
     const Facts facts = gather_facts(exec, X, W, b, Y);
     const Decision d = resolve({options.algorithm, options.precision, multiplier == Scalar(0)},
                                m_shape, facts, function);
@@ -89,6 +92,7 @@ class PlanImpl {
     check_views(X, W, b, Y, m_shape, function);
     if (m_shape.M == 0 || m_shape.N == 0) return;
     DeviceGuard device(exec, function);
+    check_call(exec, X, W, b, Y, function);  // every refusal before any work: Y stays as it was
     ProfilingRegion region(m_region);
     if (m_shape.K == 0) {
       epilogue_pass<Pass::BiasOnly>("FusedLinear::bias_only", exec, Y, b, m_ep);
@@ -98,7 +102,7 @@ class PlanImpl {
       case Algorithm::Fused: run_fused(exec, X, W, b, Y, m_ep); break;
       case Algorithm::FusedSkinny:
         run_skinny(exec, X, W, b, Y, m_ep, m_skinny, part<Scalar>(m_partials_at),
-                   part<unsigned long long>(m_arrivals_at), ++m_calls);
+                   part<unsigned long long>(m_arrivals_at));
         break;
       case Algorithm::Vendor:
         product(exec, Scalar(1), X, W, Scalar(0), Y, nullptr, function);
@@ -128,6 +132,61 @@ class PlanImpl {
   }
 
  private:
+  /// What this call's Views must have for the plan's path beyond their extents, where the plan
+  /// decided on its own Views' strides or alignment; std::invalid_argument naming `function`
+  /// otherwise. (The portable kernels and KokkosBlas::gemm decide per call.)
+  void check_call(const ExecSpace& exec, const XView& X, const WView& W, const BView& b,
+                  const YView& Y, const char* function) const {
+    if (m_shape.K == 0) return;  // the bias pass only
+    const Algorithm a = m_info.algorithm;
+    const auto differ = [&](const std::string& why) {
+      refuse(function, std::string(to_string(a)) +
+                           ": these Views differ from those the plan was made for (" + why +
+                           "); make a plan for them");
+    };
+#if defined(FUSED_LINEAR_CUBLASLT)
+    if constexpr (lt_possible) {
+      if (m_lt) {
+        if (const char* why = m_lt->refusal(X, W, Y, m_bias_in_gemm, m_base + m_lt_at)) differ(why);
+        if (m_bias_in_gemm && !cublaslt_takes_bias(b))
+          differ("cuBLASLt adds b in its epilogue, planned for a contiguous, 16-byte aligned b");
+      }
+    }
+#endif
+#if defined(FUSED_LINEAR_SM90A)
+    if constexpr (on_cuda && std::is_same<Scalar, float>::value) {
+      if (a == Algorithm::FusedSm90 || a == Algorithm::SkinnySm90) {
+        const Sm90::Problem p = sm90_problem(X, W, b, Y, m_ep);
+        const bool tf32x3 = a == Algorithm::FusedSm90;
+        const char* why = sm90_layouts_refusal(X, W, b, Y);
+        if (!why)
+          why = tf32x3 ? Sm90::tf32x3_refusal(m_sm90_device, p)
+                       : Sm90::skinny_refusal(m_sm90_device, p);
+        if (!why && (tf32x3 ? Sm90::tf32x3_workspace_bytes(p)
+                            : Sm90::skinny_workspace_bytes(m_sm90_device, p)) > m_sm90_bytes)
+          why = "their alignment needs more workspace";
+        if (why) differ(why);
+      }
+    }
+#endif
+    if (m_info.gemm == Gemm::KokkosKernelsNative && !kokkos_blas_gemm_on_instance)
+      refuse_if_capturing(exec, function,
+                          "Kokkos Kernels' native gemm (on these Views) runs on the default "
+                          "instance, ordered by fences, and cannot be captured into a CUDA graph");
+    (void)exec, (void)X, (void)W, (void)b, (void)Y, (void)differ;
+  }
+
+  /// Refuses (std::invalid_argument naming `function`, saying `why`) where `exec`'s stream is
+  /// being captured into a CUDA graph; nothing elsewhere.
+  static void refuse_if_capturing(const ExecSpace& exec, const char* function, const char* why) {
+#if defined(KOKKOS_ENABLE_CUDA)
+    if constexpr (on_cuda) {
+      if (stream_is_capturing(exec.cuda_stream())) refuse(function, why);
+    }
+#endif
+    (void)exec, (void)function, (void)why;
+  }
+
   /// Makes the execution space's device current for a scope (CUDA; nothing elsewhere).
   struct DeviceGuard {
 #if defined(KOKKOS_ENABLE_CUDA)
@@ -213,8 +272,8 @@ class PlanImpl {
 #if defined(FUSED_LINEAR_CUBLASLT)
     if constexpr (lt_possible) {
       if (m_lt) {
-        CacheConfigGuard cache_config;
-        m_lt->run(exec, alpha, X, W, beta, Y, bias, m_base + m_lt_at, function);
+        CacheConfigGuard cache_config(exec.cuda_stream());
+        m_lt->run(exec, alpha, X, W, beta, Y, bias, m_base + m_lt_at);
         return;
       }
     }
@@ -229,17 +288,6 @@ class PlanImpl {
     if constexpr (on_cuda && std::is_same<Scalar, float>::value) {
       const Sm90::Problem p = sm90_problem(X, W, b, Y, m_ep);
       const bool tf32x3 = m_info.algorithm == Algorithm::FusedSm90;
-      // The kernels' own check again: the Views of this call may differ from the plan's in
-      // strides or alignment (a padded copy of W, say, needs more workspace).
-      const char* refusal =
-          tf32x3 ? Sm90::tf32x3_refusal(m_sm90_device, p) : Sm90::skinny_refusal(m_sm90_device, p);
-      const std::size_t need =
-          tf32x3 ? Sm90::tf32x3_workspace_bytes(p) : Sm90::skinny_workspace_bytes(m_sm90_device, p);
-      if (refusal != nullptr || need > m_sm90_bytes)
-        refuse(function, std::string(to_string(m_info.algorithm)) +
-                             ": these Views differ from those the plan was made for (" +
-                             (refusal ? refusal : "their alignment needs more workspace") +
-                             "); make a plan for them");
       const cudaStream_t stream = exec.cuda_stream();
       void* workspace = m_sm90_bytes > 0 ? m_base + m_sm90_at : nullptr;
       cuda_check(tf32x3 ? Sm90::tf32x3_linear_leaky_relu(stream, m_sm90_device, p, workspace,
@@ -267,7 +315,6 @@ class PlanImpl {
   unsigned char* m_base = nullptr;
   SkinnyChoice m_skinny;
   std::size_t m_partials_at = 0, m_arrivals_at = 0;
-  mutable unsigned long long m_calls = 0;
 #if defined(FUSED_LINEAR_CUBLASLT)
   static constexpr bool lt_possible = cublaslt_serves<ExecSpace, XView, WView, YView>();
   using Lt =

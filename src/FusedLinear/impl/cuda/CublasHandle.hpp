@@ -23,7 +23,9 @@ namespace Impl {
 /// Points Kokkos Kernels' shared cuBLAS handle at the caller's stream (with Kokkos Kernels 3.4,
 /// whose gemm takes no execution space; 4.x sets the stream itself) and sets its math mode for
 /// one GEMM — strict calls too: an application may have left the handle in TF32 mode, which
-/// would silently turn strict fp32 into TF32 — then restores both. Holds a process-wide lock
+/// would silently turn strict fp32 into TF32 — then restores what it set: the stream and the
+/// math mode with Kokkos Kernels 3.4; the math mode only with 4.x, whose gemm sets the stream
+/// itself and leaves the handle on the caller's stream. Holds a process-wide lock
 /// for its scope: two host threads pointing the handle at their streams at once could enqueue
 /// each other's GEMM on the wrong stream (the enqueue is asynchronous and takes microseconds).
 /// Other code using the same handle at the same moment is not covered.

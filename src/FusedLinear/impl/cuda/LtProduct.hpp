@@ -26,6 +26,14 @@
 namespace FusedLinear {
 namespace Impl {
 
+/// Whether cuBLASLt's bias epilogue can take b: contiguous, and 16-byte aligned (the heuristic
+/// is told the operands' alignment, not the bias pointer's, and its kernels may assume it).
+template <class BView>
+bool cublaslt_takes_bias(const BView& b) {
+  return (b.extent(0) <= 1 || b.stride(0) == 1) &&
+         reinterpret_cast<std::uintptr_t>(b.data()) % 16 == 0;
+}
+
 /// Length of the K ranges over which 3xTF32 lets the tensor cores accumulate hi.hi. Their fp32
 /// accumulation truncates: measured on an H200 (cuBLAS TF32, 1024x8192x8192), the norm-wise
 /// error of hi.hi grows in proportion to the accumulated length, 1.9e-5 over the whole K = 8192,
@@ -117,24 +125,36 @@ class LtProduct {
   /// Bytes of device workspace run() needs.
   std::size_t workspace_bytes() const { return m_workspace; }
 
-  /// Enqueues the product on `exec` (whose device is current) with the plan's workspace.
-  /// Throws std::invalid_argument naming `function` if the Views' leading dimensions or
-  /// alignment differ from those the plan was made for.
+  /// Why run() cannot take these Views (their leading dimensions or alignment differ from
+  /// those the plan was made for: cuBLASLt's kernel was chosen for them), or nullptr.
+  template <class XView, class WView, class YView>
+  const char* refusal(const XView& X, const WView& W, const YView& Y, bool bias,
+                      void* workspace) const {
+    const LtCall now = m_precision != Precision::TF32x3
+                           ? call_of(X, W, Y, bias)
+                           : small_terms(static_cast<char*>(workspace), Y, bias);
+    const LtProblem &p = m_main->call.problem, &q = now.problem;
+    if (q.lda != p.lda || q.ldb != p.ldb || q.ldc != p.ldc)
+      return "cuBLASLt was planned for other leading dimensions";
+    if (!lt_alignment_holds(p, now)) return "cuBLASLt's kernel was chosen for more alignment";
+    return nullptr;
+  }
+
+  /// Enqueues the product on `exec` (whose device is current) with the plan's workspace, for
+  /// Views that refusal() accepts.
   template <class XView, class WView, class YView>
   void run(const Kokkos::Cuda& exec, Scalar alpha, const XView& X, const WView& W, Scalar beta,
-           const YView& Y, const Scalar* bias, void* workspace, const char* function) const {
+           const YView& Y, const Scalar* bias, void* workspace) const {
     const cudaStream_t stream = exec.cuda_stream();
     char* const base = static_cast<char*>(workspace);
     if (m_precision != Precision::TF32x3) {
       const LtCall now = call_of(X, W, Y, bias != nullptr);
-      check(now, function);
       m_main->plan.run(m_handle.get(), stream, &alpha, now.A, now.B, &beta, Y.data(), base, bias);
       return;
     }
     if constexpr (!is_double) {
       const std::int64_t M = m_M, N = m_N;
       const LtCall main = small_terms(base, Y, bias != nullptr);
-      check(main, function);
       split(exec, X, Split(x_parts(base), M, 2 * m_Kp), /*lo_first=*/true);
       split(exec, W, Split(w_parts(base), N, 2 * m_Kp), /*lo_first=*/false);
       void* const lt_workspace = base + m_lt_offset;
@@ -204,17 +224,6 @@ class LtProduct {
     const LtBatch batch{m_ranges, right ? C : C * M, right ? C : C * N, M * N};
     return lt_call(right, M, N, C, false, true, x, split_ld(M), w, split_ld(N), base + m_p_offset,
                    right ? N : M, false, batch);
-  }
-  void check(const LtCall& now, const char* function) const {
-    const LtProblem &p = m_main->call.problem, &q = now.problem;
-    if (q.lda != p.lda || q.ldb != p.ldb || q.ldc != p.ldc)
-      throw std::invalid_argument(std::string(function) +
-                                  ": the Views' strides differ from those the plan was made for");
-    if (!lt_alignment_holds(p, now))
-      throw std::invalid_argument(
-          std::string(function) +
-          ": the Views are less aligned than those the plan was made for (cuBLASLt's kernel was "
-          "chosen for that alignment); make a plan for these Views");
   }
   template <class Source>
   void split(const Kokkos::Cuda& exec, const Source& A, const Split& S, bool lo_first) const {

@@ -5,6 +5,8 @@
 #ifndef FUSED_LINEAR_IMPL_CUDA_SM90_COMMON_CUH
 #define FUSED_LINEAR_IMPL_CUDA_SM90_COMMON_CUH
 
+#include <utility>
+
 #include <cuda.h>
 #include <cuda_runtime.h>
 #include <stdint.h>
@@ -74,6 +76,18 @@ __device__ __forceinline__ void tma_load_2d(uint32_t dst, const CUtensorMap* map
       " [%0], [%1, {%2, %3}], [%4], %5;" ::"r"(dst),
       "l"(reinterpret_cast<uint64_t>(map)), "r"(c0), "r"(c1), "r"(bar), "l"(policy)
       : "memory");
+}
+
+// ---- host: launches ----
+/// Launches `kernel` and returns the launch's own error: cudaLaunchKernelEx reports it directly,
+/// where after <<<>>> cudaGetLastError would also return an earlier call's error left on the
+/// thread (the caller's, say) as this launch's.
+template <class... Params, class... Args>
+cudaError_t launch_kernel(void (*kernel)(Params...), dim3 grid, dim3 block, size_t smem_bytes,
+                          cudaStream_t stream, Args&&... args) {
+  cudaLaunchConfig_t cfg = {};
+  cfg.gridDim = grid, cfg.blockDim = block, cfg.dynamicSmemBytes = smem_bytes, cfg.stream = stream;
+  return cudaLaunchKernelEx(&cfg, kernel, std::forward<Args>(args)...);
 }
 
 // ---- host: tensor maps ----

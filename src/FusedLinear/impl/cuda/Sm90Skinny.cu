@@ -273,10 +273,9 @@ cudaError_t launch(cudaStream_t stream, const Device& d, const Problem& p, int s
   attr[0].val.clusterDim.z = 1;
   cfg.attrs = attr;
   cfg.numAttrs = 1;
-  e = cudaLaunchKernelEx(&cfg, skinny_kernel<MT>, mW, mX, (int)p.M, (int)p.N, (int)p.K, splits,
-                         p.bias, p.multiplier, p.slope, p.Y, p.ldy);
-  if (e != cudaSuccess) return e;
-  return cudaGetLastError();
+  // The launch's own error (cudaGetLastError would add an earlier call's, left on the thread).
+  return cudaLaunchKernelEx(&cfg, skinny_kernel<MT>, mW, mX, (int)p.M, (int)p.N, (int)p.K, splits,
+                            p.bias, p.multiplier, p.slope, p.Y, p.ldy);
 }
 
 }  // namespace skinny_detail

@@ -757,9 +757,9 @@ cudaError_t tf32x3_linear_leaky_relu(cudaStream_t stream, const Device& d, const
     const dim3 grid((unsigned)((L.Kp / 4 + threads - 1) / threads),
                     (unsigned)(rows < 65535 ? rows : 65535));
     const int x_vec = tma_rows_ok(p.X, p.ldx) ? 1 : 0;
-    prepare_kernel<<<grid, threads, 0, stream>>>(p.X, p.ldx, p.W, p.ldw, p.M, rows, p.K, L.Kp, xh,
-                                                 xl, wp, x_vec, flags, MAXP + 1);
-    if ((e = cudaGetLastError()) != cudaSuccess) return e;
+    e = launch_kernel(prepare_kernel, grid, dim3(threads), 0, stream, p.X, p.ldx, p.W, p.ldw, p.M,
+                      rows, p.K, L.Kp, xh, xl, wp, x_vec, flags, MAXP + 1);
+    if (e != cudaSuccess) return e;
   }
 
   // Kernel choice: the tile kernel (hardware-scheduled, ~4% faster per tile) unless its last wave
@@ -782,14 +782,14 @@ cudaError_t tf32x3_linear_leaky_relu(cudaStream_t stream, const Device& d, const
                                   cudaFuncAttributeMaxDynamicSharedMemorySize, SMEM_BYTES)) !=
         cudaSuccess)
       return e;
-    tf32x3_gemm_tile_kernel<<<dim3((unsigned)gx, (unsigned)gy), THREADS, SMEM_BYTES, stream>>>(
-        mW, mXh, mXl, M, N, K, p.bias, p.multiplier, p.slope, p.Y, p.ldy);
-    return cudaGetLastError();
+    return launch_kernel(tf32x3_gemm_tile_kernel, dim3((unsigned)gx, (unsigned)gy), dim3(THREADS),
+                         SMEM_BYTES, stream, mW, mXh, mXl, M, N, K, p.bias, p.multiplier, p.slope,
+                         p.Y, p.ldy);
   }
   const Sched S = make_sched(M, N, K, pmax);
-  tf32x3_gemm_persistent_kernel<<<S.P, THREADS, SMEM_BYTES, stream>>>(
-      mW, mXh, mXl, S, M, N, p.bias, p.multiplier, p.slope, p.Y, p.ldy, partials, flags, ticket);
-  return cudaGetLastError();
+  return launch_kernel(tf32x3_gemm_persistent_kernel, dim3(S.P), dim3(THREADS), SMEM_BYTES, stream,
+                       mW, mXh, mXl, S, M, N, p.bias, p.multiplier, p.slope, p.Y, p.ldy, partials,
+                       flags, ticket);
 }
 
 }  // namespace Sm90

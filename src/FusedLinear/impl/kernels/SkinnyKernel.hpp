@@ -109,8 +109,7 @@ struct SkinnyLinearKernel {
   int splits = 1;
   std::int64_t split_chunks = 0;
   Scalar* partials = nullptr;              // splits x M x N
-  unsigned long long* arrivals = nullptr;  // one per tile: (call number << 32) | teams arrived
-  unsigned long long call = 0;             // this call's number (see fix_up)
+  unsigned long long* arrivals = nullptr;  // one per tile: teams arrived (see fix_up)
 
   KOKKOS_INLINE_FUNCTION static std::int64_t row_blocks(std::int64_t M) {
     return (M + MT - 1) / MT;
@@ -269,9 +268,8 @@ struct SkinnyLinearKernel {
 
   // Split K: the tile's last team to arrive adds the splits' partial sums in split order (the
   // same bits whichever team is last) and applies the epilogue once, to the full sum.
-  // The arrival counter carries the call's number in its upper half, so it is right for every
-  // call whatever an earlier call left there (one that never finished, say): the first team of
-  // a call to arrive finds another number and starts the count at 1. Nothing resets it.
+  // The last team also puts the tile's counter back to zero (every other team has counted), so
+  // each launch finds zeros: a CUDA graph replays the same launch any number of times.
   KOKKOS_INLINE_FUNCTION void fix_up(const member_type& team, std::int64_t m0, int rows_here,
                                      std::int64_t n0) const {
     if (!SplitK) return;
@@ -280,15 +278,9 @@ struct SkinnyLinearKernel {
     team.team_barrier();
     int last_to_arrive = 0;
     if (team.team_rank() == 0) {
-      unsigned long long seen = call << 32, next;
-      while (true) {
-        next = (seen >> 32) == call ? seen + 1 : (call << 32) | 1ull;
-        const unsigned long long before =
-            Kokkos::atomic_compare_exchange(&arrivals[tile], seen, next);
-        if (before == seen) break;
-        seen = before;
-      }
-      last_to_arrive = (next & 0xffffffffull) == unsigned(splits);
+      last_to_arrive =
+          Kokkos::atomic_fetch_add(&arrivals[tile], 1ull) == (unsigned long long)(splits - 1);
+      if (last_to_arrive) Kokkos::atomic_exchange(&arrivals[tile], 0ull);
     }
     team.team_broadcast(last_to_arrive, 0);
     if (!last_to_arrive) return;
@@ -417,11 +409,11 @@ SkinnyChoice choose_skinny(const ExecSpace& exec, std::int64_t M, std::int64_t N
 }
 
 /// Y = ep(X . W^T, b) through fused_skinny as `c` says; `partials` and `arrivals` are the plan's
-/// memory for split K (c.partials Scalars and c.tiles counters), `call` numbers this call.
+/// memory for split K (c.partials Scalars and c.tiles counters, zero between calls).
 template <class ExecSpace, class XView, class WView, class BView, class YView, class Scalar>
 void run_skinny(const ExecSpace& exec, const XView& X, const WView& W, const BView& b,
                 const YView& Y, const LeakyReLUEpilogue<Scalar>& ep, const SkinnyChoice& c,
-                Scalar* partials, unsigned long long* arrivals, unsigned long long call) {
+                Scalar* partials, unsigned long long* arrivals) {
   if constexpr (is_host_space<ExecSpace>()) {
     if (c.split.splits == 1) return run_skinny_host(exec, X, W, b, Y, ep);
   }
@@ -442,7 +434,6 @@ void run_skinny(const ExecSpace& exec, const XView& X, const WView& W, const BVi
     kernel.split_chunks = c.split.chunks_per_split;
     kernel.partials = partials;
     kernel.arrivals = arrivals;
-    kernel.call = call & 0xffffffffull;
     Kokkos::parallel_for(label, kernel.policy(exec), kernel);
   };
   auto launch_rows = [&](auto tall) {

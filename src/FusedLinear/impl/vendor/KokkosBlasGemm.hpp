@@ -25,6 +25,14 @@
 namespace FusedLinear {
 namespace Impl {
 
+/// Whether KokkosBlas::gemm runs on the caller's instance (Kokkos Kernels 4): 3.4 runs its
+/// native kernel on the default instance, ordered by fences (which a CUDA graph cannot capture).
+#if defined(FUSED_LINEAR_GEMM_TAKES_SPACE)
+constexpr bool kokkos_blas_gemm_on_instance = true;
+#else
+constexpr bool kokkos_blas_gemm_on_instance = false;
+#endif
+
 /// Whether KokkosBlas::gemm calls a vendor BLAS for these Views, as Kokkos Kernels itself decides
 /// (its gemm_tpl_spec_avail, asked with the const/unmanaged View types its gemm asks it with:
 /// the library's canonical Views are those types).
@@ -70,7 +78,7 @@ void kokkos_blas_gemm_nt(const ExecSpace& exec, Scalar alpha, const XView& X, co
                          Scalar beta, const YView& Y, bool tf32) {
 #if defined(FUSED_LINEAR_CUBLAS)
   if constexpr (kokkos_blas_gemm<ExecSpace, XView, WView, YView>() == Gemm::Cublas) {
-    CacheConfigGuard cache_config;
+    CacheConfigGuard cache_config(exec.cuda_stream());
 #if defined(FUSED_LINEAR_GEMM_TAKES_SPACE)
     CublasHandleGuard handle(exec.cuda_stream(), false, tf32);
     KokkosBlas::gemm(exec, "N", "T", alpha, X, W, beta, Y);
