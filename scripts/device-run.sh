@@ -1,6 +1,9 @@
 #!/usr/bin/env bash
 # Runs on the GPU machine, from the repository root, with .device/ made by
-# `scripts/build-cuda.sh --bundle` beside it. Logs go to $OUT (default /tmp/fused-linear-out).
+# `scripts/build-cuda.sh --bundle` beside it (DEVICE_DIR=DIR: another bundle, e.g.
+# DEVICE_DIR=.device-kokkos46 from `scripts/build-cuda.sh --kokkos-source ... --bundle`; relative to
+# the repository root or absolute; DIR.tar.gz, the archive build-cuda.sh writes beside it, is
+# unpacked where DIR is missing). Logs go to $OUT (default /tmp/fused-linear-out).
 #   scripts/device-run.sh tests                  the test suites (every execution space of the
 #                                                build) and the example
 #   scripts/device-run.sh overhead [SHAPES...]   per-call cost of Plan::execute and of the
@@ -22,11 +25,16 @@
 # is reported; the script fails if any step failed.
 set -uo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
+export DEVICE_DIR="${DEVICE_DIR:-.device}"  # exported: the bash -c steps below read it too
+if [ ! -d "${DEVICE_DIR}/bin" ] && [ -f "${DEVICE_DIR}.tar.gz" ]; then  # the archived bundle
+  tar -C "$(dirname "$DEVICE_DIR")" -xzf "${DEVICE_DIR}.tar.gz"
+fi
+[ -d "${DEVICE_DIR}/bin" ] || { echo "no ${DEVICE_DIR}/bin: make it with scripts/build-cuda.sh --bundle"; exit 2; }
 out="${OUT:-/tmp/fused-linear-out}"
 mkdir -p "$out"
-export LD_LIBRARY_PATH="/usr/local/cuda/lib64:$(pwd)/.device/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+export LD_LIBRARY_PATH="/usr/local/cuda/lib64:$(cd "$DEVICE_DIR" && pwd)/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 export OMP_PROC_BIND=false PYTHONUNBUFFERED=1
-export FUSED_LINEAR_COMMIT="${FUSED_LINEAR_COMMIT:-$(cat .device/COMMIT 2>/dev/null)}"
+export FUSED_LINEAR_COMMIT="${FUSED_LINEAR_COMMIT:-$(cat "${DEVICE_DIR}/COMMIT" 2>/dev/null)}"
 status=0
 step() {  # step NAME COMMAND...: run, log to $out/NAME.log, remember failures
   local name="$1"; shift
@@ -46,8 +54,8 @@ while [ $# -gt 0 ]; do
   case "$1" in
     tests)
       shift
-      for t in .device/bin/fused_linear_tests*; do step "$(basename "$t")" "$t"; done
-      step example .device/bin/linear_leaky_relu_example 1000 3000 2000 ;;
+      for t in "$DEVICE_DIR"/bin/fused_linear_tests*; do step "$(basename "$t")" "$t"; done
+      step example "$DEVICE_DIR"/bin/linear_leaky_relu_example 1000 3000 2000 ;;
     overhead)
       shift
       shapes=()
@@ -60,12 +68,12 @@ while [ $# -gt 0 ]; do
           for round in 1 2; do
             for api in plan oneshot; do
               echo "--- $shape new $api (round $round)"
-              .device/bin/fused_linear_perf --m $m --k $k --n $n --algorithm auto --reps 200 \
+              "$DEVICE_DIR"/bin/fused_linear_perf --m $m --k $k --n $n --algorithm auto --reps 200 \
                 --api $api | grep -E "^auto "
             done
-            if [ -x .device/old/fused_linear_perf ]; then
+            if [ -x "$DEVICE_DIR"/old/fused_linear_perf ]; then
               echo "--- $shape old one-shot (round $round)"
-              .device/old/fused_linear_perf --m $m --k $k --n $n --algorithm auto --reps 200 |
+              "$DEVICE_DIR"/old/fused_linear_perf --m $m --k $k --n $n --algorithm auto --reps 200 |
                 grep -E "^auto "
             fi
           done
@@ -75,7 +83,7 @@ while [ $# -gt 0 ]; do
       shapes=()
       while [ $# -gt 0 ] && [ -n "${1##[a-z]*}" ]; do shapes+=("$1"); shift; done  # not a step
       [ "${#shapes[@]}" -gt 0 ] || shapes=(1024x8192x8192)
-      TAIL=60 step compare python3 .device/compare.py --perf .device/bin/fused_linear_perf \
+      TAIL=60 step compare python3 "$DEVICE_DIR"/compare.py --perf "$DEVICE_DIR"/bin/fused_linear_perf \
         --out "${out}/compare" ${COMPARE_ARGS:-} \
         ${PERF_ARGS:+--perf-args "$PERF_ARGS"} "${shapes[@]}"
       # Few files come back from a lease: the plot beside one archive of everything.
@@ -84,15 +92,15 @@ while [ $# -gt 0 ]; do
     mpi)
       shift
       step mpi bash -c '
-        source .device/mpi/env.sh || exit 1
+        source "$DEVICE_DIR"/mpi/env.sh || exit 1
         export OMP_NUM_THREADS=4
         for p in strict 3xtf32; do
-          mpiexec -np 2 --bind-to none .device/bin/mpi_sharded_linear --m 1024 --k 8192 \
+          mpiexec -np 2 --bind-to none "$DEVICE_DIR"/bin/mpi_sharded_linear --m 1024 --k 8192 \
             --n 8192 --precision $p --reps 10 || exit 1
         done' ;;
     huge)
       shift
-      FUSED_LINEAR_TEST_HUGE=1 step huge .device/bin/fused_linear_tests --gtest_filter='HugeIndices*' ;;
+      FUSED_LINEAR_TEST_HUGE=1 step huge "$DEVICE_DIR"/bin/fused_linear_tests --gtest_filter='HugeIndices*' ;;
     sanitize)
       shift
       # Every kernel at shapes that are and are not tile multiples; the randomised test is left
@@ -104,12 +112,12 @@ while [ $# -gt 0 ]; do
         for tool in memcheck racecheck initcheck synccheck; do
           echo "--- compute-sanitizer --tool $tool"
           compute-sanitizer --tool "$tool" --error-exitcode 99 --print-limit 20 \
-            .device/bin/fused_linear_tests --gtest_filter="$SANITIZE_FILTER" --gtest_brief=1 \
+            "$DEVICE_DIR"/bin/fused_linear_tests --gtest_filter="$SANITIZE_FILTER" --gtest_brief=1 \
             2>&1 | grep -vE "^\[ *(RUN|OK) *\]" | tail -n 25
           st=${PIPESTATUS[0]}; echo "--- $tool exit $st"; [ "$st" -eq 0 ] || rc=1
         done
         # The other test programs (initialise/finalise cycles) whole, with the leak check.
-        for t in .device/bin/fused_linear_tests_*; do
+        for t in "$DEVICE_DIR"/bin/fused_linear_tests_*; do
           [ -x "$t" ] || continue
           echo "--- compute-sanitizer --tool memcheck --leak-check full $(basename "$t")"
           compute-sanitizer --tool memcheck --leak-check full --error-exitcode 99 \
@@ -120,7 +128,7 @@ while [ $# -gt 0 ]; do
     sass)
       shift
       # Instruction mix of each FusedLinear kernel in the perf binary (wide loads, FFMA density).
-      step sass bash -c 'cuobjdump -sass .device/bin/fused_linear_perf | awk "
+      step sass bash -c 'cuobjdump -sass "$DEVICE_DIR"/bin/fused_linear_perf | awk "
         /Function :/ { if (name) print name, ldg128, ldg, lds128, ffma, ldl; name = \$3;
                        ldg128 = ldg = lds128 = ffma = ldl = 0 }
         /LDG.E.128/ { ldg128++ } /LDG/ { ldg++ } /LDS.128/ { lds128++ } /FFMA/ { ffma++ }
@@ -132,7 +140,7 @@ while [ $# -gt 0 ]; do
       TAIL=80 step profile ncu --clock-control none --section SpeedOfLight \
         --kernel-name-base demangled -k "regex:FusedLinear|gemm|xmma|cutlass" \
         --launch-skip "${PROFILE_SKIP:-0}" --launch-count "${PROFILE_COUNT:-12}" \
-        .device/bin/fused_linear_perf --warmup 0 --reps 1 ${PROFILE_ARGS:-} ;;
+        "$DEVICE_DIR"/bin/fused_linear_perf --warmup 0 --reps 1 ${PROFILE_ARGS:-} ;;
     *) echo "unknown step '$1'"; exit 2 ;;
   esac
 done

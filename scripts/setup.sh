@@ -3,11 +3,19 @@
 #   1. Debian binary packages (compilers, CMake, Ninja, GoogleTest, Google Benchmark, LAPACK, an
 #      optimised BLAS: BLIS, OpenMP build, selected as libblas.so.3; Open MPI for host);
 #   2. deb-src entries derived from the machine's own apt sources (no host is named here);
-#   3. Kokkos 3.4.01 and Kokkos Kernels 3.4.01 from Debian's trilinos 13.2.0 *source* package,
-#      patched (cmake/patches) and installed into a cache prefix outside the repository, one
-#      prefix per configuration, rebuilt only when the version or the configuration changes.
+#   3. Kokkos and Kokkos Kernels, patched (cmake/patches: one patch per version) and installed
+#      into a cache prefix outside the repository, one prefix per version and configuration,
+#      rebuilt only when the sources, the patch or the configuration change. By default 3.4.01
+#      of both from Debian's trilinos 13.2.0 *source* package; or the sources given (below).
 #
-# Usage: scripts/setup.sh [config...]        (default: host)
+# Usage: scripts/setup.sh [options] [config...]        (default: host)
+#   --kokkos-source PATH    a Kokkos source: a directory or a .tar.gz (its SHA256SUMS beside it,
+#   --kernels-source PATH   if there, is checked) and the Kokkos Kernels source to build with it;
+#                           both or neither. Their versions are read from their CMakeLists.txt.
+#                           Any Kokkos 3.4 or newer; tested: 4.6.01 with Kokkos Kernels 4.6.02.
+#   --no-deprecated         Kokkos (4 or newer) without the code its major version deprecates
+#                           (Kokkos_ENABLE_DEPRECATED_CODE_<major>=OFF: what Kokkos 5 removes).
+#                           The prefix's name ends in -nodeprecated.
 #   host      Kokkos with OpenMP + Serial for this CPU's vector ISA (Kokkos_ARCH_*, detected; see
 #             host_arch_flags), Kokkos Kernels with the host BLAS/LAPACK TPLs.
 #   cuda      Kokkos with CUDA (sm_90, Hopper) + OpenMP + Serial through nvcc_wrapper, Kokkos Kernels
@@ -19,18 +27,17 @@
 #             series) + Serial, Kokkos Kernels without TPLs. Needs no AMD GPU.
 #   cuda-uvm  as cuda, with Kokkos_ENABLE_CUDA_UVM=ON (CudaUVMSpace is Cuda's default memory space).
 # Environment:
+#   FUSED_LINEAR_KOKKOS_SOURCE, FUSED_LINEAR_KERNELS_SOURCE   as --kokkos-source, --kernels-source
 #   FUSED_LINEAR_DEPS_DIR  cache root (default: ~/.cache/fused-linear)
 #   CUDA_HOME              CUDA toolkit (default: /usr/local/cuda)
 # Prints "<config>=<prefix>" for each configuration on its last lines.
 set -euo pipefail
 
 readonly TRILINOS_VERSION=13.2.0
-readonly KOKKOS_VERSION=3.4.01
 readonly REPO_ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 readonly DEPS_DIR="${FUSED_LINEAR_DEPS_DIR:-${HOME}/.cache/fused-linear}"
 readonly CUDA_HOME="${CUDA_HOME:-/usr/local/cuda}"
 readonly JOBS="$(nproc)"
-readonly PATCH="${REPO_ROOT}/cmake/patches/kokkos-${KOKKOS_VERSION}-cuda13-hopper.patch"
 
 log() { printf '[setup] %s\n' "$*" >&2; }
 die() { printf '[setup] error: %s\n' "$*" >&2; exit 1; }
@@ -41,8 +48,27 @@ as_root() {
   else die "'$*' needs root (run as root or install sudo)"; fi
 }
 
-configs=("$@")
+kokkos_source="${FUSED_LINEAR_KOKKOS_SOURCE:-}" kernels_source="${FUSED_LINEAR_KERNELS_SOURCE:-}"
+no_deprecated=0
+configs=()
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --kokkos-source) [ $# -ge 2 ] || die "$1 needs a path"; kokkos_source="$2"; shift 2 ;;
+    --kokkos-source=*) kokkos_source="${1#*=}"; shift ;;
+    --kernels-source) [ $# -ge 2 ] || die "$1 needs a path"; kernels_source="$2"; shift 2 ;;
+    --kernels-source=*) kernels_source="${1#*=}"; shift ;;
+    --no-deprecated) no_deprecated=1; shift ;;
+    -*) die "unknown option '$1'" ;;
+    *) configs+=("$1"); shift ;;
+  esac
+done
 [ "${#configs[@]}" -gt 0 ] || configs=(host)
+if [ -n "$kokkos_source" ] || [ -n "$kernels_source" ]; then
+  [ -n "$kokkos_source" ] && [ -n "$kernels_source" ] ||
+    die "give both a Kokkos and a Kokkos Kernels source (--kokkos-source, --kernels-source)"
+  for f in "$kokkos_source" "$kernels_source"; do [ -e "$f" ] || die "no such source: $f"; done
+  kokkos_source="$(realpath "$kokkos_source")" kernels_source="$(realpath "$kernels_source")"
+fi
 for c in "${configs[@]}"; do
   case "$c" in
     host|cuda|debug|threads|hip|cuda-uvm) ;;
@@ -63,8 +89,9 @@ readonly BLAS_PACKAGE=libblis4-openmp BLAS_DIR=blis-openmp
 readonly PACKAGES=(build-essential cmake ninja-build git ca-certificates xz-utils patch python3
                    googletest libgtest-dev libbenchmark-dev libblas-dev liblapack-dev
                    "$BLAS_PACKAGE")
-# Open MPI for the MPI example and its test (host configuration; ~11 MB, under a minute).
-readonly HOST_PACKAGES=(libopenmpi-dev openmpi-bin)
+# Open MPI for the MPI example and its test (host configuration; ~11 MB, under a minute); PyTorch
+# (CPU, 1.13) with its C++ library and pytest for the PyTorch extension built and tested on the host.
+readonly HOST_PACKAGES=(libopenmpi-dev openmpi-bin python3-torch python3-pytest libtorch-dev)
 # Debian's HIP toolchain (ROCm 5.2.3, clang 15): only for the hip configuration.
 readonly HIP_PACKAGES=(hipcc libamdhip64-dev rocm-device-libs)
 apt_updated=0
@@ -141,12 +168,103 @@ enable_deb_src() {
 }
 
 # ---------------------------------------------------------------- 3. Kokkos sources
-readonly SRC_DIR="${DEPS_DIR}/src/trilinos-${TRILINOS_VERSION}"
-readonly PATCH_HASH="$(sha256sum "$PATCH" | cut -c1-12)"
-readonly KOKKOS_SRC="${SRC_DIR}/kokkos-${KOKKOS_VERSION}-${PATCH_HASH}"
-readonly KERNELS_SRC="${SRC_DIR}/kokkos-kernels-${KOKKOS_VERSION}"
+# The patch a version needs, if any: cmake/patches/<kokkos|kokkos-kernels>-<version>-*.patch, one
+# per version (what that version needs with CUDA 13, Hopper, gfx90a, ...).
+patch_for() {  # patch_for NAME VERSION
+  local found=() f
+  for f in "${REPO_ROOT}/cmake/patches/$1-$2-"*.patch; do [ -f "$f" ] && found+=("$f"); done
+  [ "${#found[@]}" -le 1 ] || die "more than one patch for $1 $2 in cmake/patches: ${found[*]}"
+  [ "${#found[@]}" -eq 0 ] || echo "${found[0]}"
+}
+# The version X.Y.ZZ a source declares in its top-level CMakeLists.txt (<Prefix>_VERSION_MAJOR,
+# _MINOR, _PATCH), read from a directory or from a tarball without unpacking it.
+source_version() {  # source_version PATH VARIABLE-PREFIX
+  local text top part v parts=()
+  if [ -d "$1" ]; then text="$(cat "$1/CMakeLists.txt")" || die "$1: no CMakeLists.txt"
+  else
+    top="$(tar -tzf "$1" | awk '/^[^\/]+\/CMakeLists\.txt$/ && !f { print; f = 1 }')" ||
+      die "$1: not a readable .tar.gz"
+    [ -n "$top" ] || die "$1: no top-level CMakeLists.txt in the archive"
+    text="$(tar -xzOf "$1" "$top")"
+  fi
+  for part in MAJOR MINOR PATCH; do
+    v="$(printf '%s\n' "$text" | sed -n -E \
+      "s/^[[:space:]]*[sS][eE][tT][[:space:]]*\([[:space:]]*${2}_VERSION_${part}[[:space:]]+([0-9]+)[[:space:]]*\).*/\1/p")"
+    v="${v%%$'\n'*}"
+    [ -n "$v" ] || die "$1: no ${2}_VERSION_${part} in its CMakeLists.txt"
+    parts+=("$((10#$v))")
+  done
+  printf '%d.%d.%02d\n' "${parts[@]}"
+}
+# A short identity of a source for the cache: a tarball's SHA-256 (checked against a SHA256SUMS
+# beside it, when there is one), a directory's path.
+source_id() {  # source_id PATH
+  if [ -d "$1" ]; then printf 'dir-%s\n' "$(printf '%s' "$1" | sha256sum | cut -c1-12)"; return; fi
+  local sum want sums
+  sum="$(sha256sum "$1" | cut -d' ' -f1)"
+  sums="$(dirname "$1")/SHA256SUMS"
+  if [ -f "$sums" ]; then
+    want="$(awk -v f="$(basename "$1")" '$2 == f || $2 == "*" f { print $1; exit }' "$sums")"
+    [ -n "$want" ] || die "$1: not listed in ${sums}"
+    [ "$sum" = "$want" ] || die "$1: SHA-256 ${sum} does not match ${sums} (${want})"
+    log "$(basename "$1"): SHA-256 matches ${sums}"
+  fi
+  echo "${sum:0:12}"
+}
+# A patched copy of a directory or tarball (the source itself is never written to).
+unpack_source() {  # unpack_source PATH DEST [PATCH]
+  [ -d "$2" ] && return
+  local tmp="$2.tmp"
+  rm -rf "$tmp" && mkdir -p "$tmp"
+  log "unpacking $1${3:+ and applying $(basename "$3")}"
+  if [ -d "$1" ]; then tar -C "$1" --exclude=.git -cf - . | tar -C "$tmp" -xf -
+  else tar -xzf "$1" -C "$tmp" --strip-components=1; fi
+  [ -z "${3:-}" ] || patch -s -p1 -d "$tmp" < "$3" || die "$(basename "$3") does not apply to $1"
+  mv "$tmp" "$2"
+}
+hash_of() { if [ -n "$1" ]; then sha256sum "$1" | cut -c1-12; else echo none; fi; }
+
+if [ -n "$kokkos_source" ]; then
+  KOKKOS_VERSION="$(source_version "$kokkos_source" Kokkos)"
+  KERNELS_VERSION="$(source_version "$kernels_source" KokkosKernels)"
+  kokkos_id="$(source_id "$kokkos_source")" kernels_id="$(source_id "$kernels_source")"
+  PATCH="$(patch_for kokkos "$KOKKOS_VERSION")"
+  KERNELS_PATCH="$(patch_for kokkos-kernels "$KERNELS_VERSION")"
+  PATCH_HASH="$(hash_of "$PATCH")" KERNELS_PATCH_HASH="$(hash_of "$KERNELS_PATCH")"
+  KOKKOS_SRC="${DEPS_DIR}/src/kokkos-${KOKKOS_VERSION}-${kokkos_id}-${PATCH_HASH}"
+  KERNELS_SRC="${DEPS_DIR}/src/kokkos-kernels-${KERNELS_VERSION}-${kernels_id}-${KERNELS_PATCH_HASH}"
+  # What else keys the prefix (the stamp below): the sources' identities, Kokkos Kernels' patch.
+  STAMP_SOURCES=("$kokkos_id" "$KERNELS_VERSION" "$kernels_id" "$KERNELS_PATCH_HASH")
+  log "Kokkos ${KOKKOS_VERSION} from ${kokkos_source} (patch: $(basename "${PATCH:-none}"))"
+  log "Kokkos Kernels ${KERNELS_VERSION} from ${kernels_source} (patch: $(basename "${KERNELS_PATCH:-none}"))"
+else
+  KOKKOS_VERSION=3.4.01 KERNELS_VERSION=3.4.01
+  PATCH="$(patch_for kokkos "$KOKKOS_VERSION")" KERNELS_PATCH=
+  PATCH_HASH="$(hash_of "$PATCH")"
+  SRC_DIR="${DEPS_DIR}/src/trilinos-${TRILINOS_VERSION}"
+  KOKKOS_SRC="${SRC_DIR}/kokkos-${KOKKOS_VERSION}-${PATCH_HASH}"
+  KERNELS_SRC="${SRC_DIR}/kokkos-kernels-${KOKKOS_VERSION}"
+  STAMP_SOURCES=("$TRILINOS_VERSION")
+fi
+readonly KOKKOS_MAJOR="${KOKKOS_VERSION%%.*}" KOKKOS_MINOR="$(echo "$KOKKOS_VERSION" | cut -d. -f2)"
+[ "$KOKKOS_MAJOR" -gt 3 ] || { [ "$KOKKOS_MAJOR" -eq 3 ] && [ "$((10#$KOKKOS_MINOR))" -ge 4 ]; } ||
+  die "Kokkos ${KOKKOS_VERSION}: FusedLinear needs Kokkos 3.4 or newer"
+# The prefix: kokkos-<version>[-kernels-<version> where it differs][-nodeprecated]-<config>.
+PREFIX_STEM="kokkos-${KOKKOS_VERSION}"
+[ "$KERNELS_VERSION" = "$KOKKOS_VERSION" ] || PREFIX_STEM+="-kernels-${KERNELS_VERSION}"
+if [ "$no_deprecated" -eq 1 ]; then
+  [ "$KOKKOS_MAJOR" -ge 4 ] || die "--no-deprecated: Kokkos ${KOKKOS_VERSION} has no Kokkos_ENABLE_DEPRECATED_CODE_<major>"
+  PREFIX_STEM+="-nodeprecated"
+fi
 
 fetch_sources() {
+  if [ -n "$kokkos_source" ]; then
+    unpack_source "$kernels_source" "$KERNELS_SRC" "$KERNELS_PATCH"
+    unpack_source "$kokkos_source" "$KOKKOS_SRC" "$PATCH"
+  else fetch_debian_sources; fi
+}
+
+fetch_debian_sources() {
   mkdir -p "$SRC_DIR"
   local tarball="${SRC_DIR}/trilinos_${TRILINOS_VERSION}.orig.tar.gz"
   if [ ! -f "$tarball" ]; then
@@ -190,12 +308,18 @@ fetch_sources() {
 common_kokkos_flags=(-G Ninja -DCMAKE_CXX_EXTENSIONS=OFF -DBUILD_SHARED_LIBS=OFF
                      -DCMAKE_POSITION_INDEPENDENT_CODE=ON -DKokkos_ENABLE_SERIAL=ON
                      -DKokkos_ENABLE_TESTS=OFF -DKokkos_ENABLE_EXAMPLES=OFF)
+[ "$no_deprecated" -eq 0 ] || common_kokkos_flags+=("-DKokkos_ENABLE_DEPRECATED_CODE_${KOKKOS_MAJOR}=OFF")
 # Only the BLAS component, no default explicit instantiations: FusedLinear instantiates the gemm
 # it uses itself. F77_BLAS_MANGLE spares the Fortran compiler probe; LAPACK must stay on with BLAS
-# (Kokkos Kernels 3.4 fails to link otherwise).
+# (Kokkos Kernels 3.4 fails to link otherwise). Kokkos Kernels 4 names the components one by one.
+if [ "$KOKKOS_MAJOR" -ge 4 ]; then
+  components_flags=(-DKokkosKernels_ENABLE_ALL_COMPONENTS=OFF -DKokkosKernels_ENABLE_COMPONENT_BLAS=ON)
+else
+  components_flags=(-DKokkosKernels_ENABLED_COMPONENTS=BLAS)
+fi
 common_kernels_flags=(-G Ninja -DCMAKE_CXX_EXTENSIONS=OFF
                       -DBUILD_SHARED_LIBS=OFF -DCMAKE_POSITION_INDEPENDENT_CODE=ON
-                      -DKokkosKernels_ENABLED_COMPONENTS=BLAS
+                      "${components_flags[@]}"
                       -DKokkosKernels_ADD_DEFAULT_ETI=OFF
                       -DKokkosKernels_INST_FLOAT=OFF -DKokkosKernels_INST_DOUBLE=OFF
                       -DKokkosKernels_INST_COMPLEX_FLOAT=OFF -DKokkosKernels_INST_COMPLEX_DOUBLE=OFF
@@ -206,7 +330,7 @@ common_kernels_flags=(-G Ninja -DCMAKE_CXX_EXTENSIONS=OFF
 host_blas_flags=(-DKokkosKernels_ENABLE_TPL_BLAS=ON -DKokkosKernels_ENABLE_TPL_LAPACK=ON
                  "-DF77_BLAS_MANGLE=(name,NAME) name ## _")
 
-# Kokkos 3.4's architecture option for this CPU's vector ISA, for the host configurations: it
+# Kokkos' architecture option for this CPU's vector ISA (the names below are 3.4's and 4.x's), for the host configurations: it
 # becomes -march for Kokkos and every consumer, and the host kernels' vector width follows it
 # (without one they compile for SSE2: correct, ~4x slower arithmetic). Binaries built against
 # such a prefix need that ISA; the stamp keys the prefix by it, so a cache shared by machines of
@@ -238,7 +362,7 @@ host_arch_flags() {
 }
 
 build_config() {
-  local config="$1" prefix="${DEPS_DIR}/kokkos-${KOKKOS_VERSION}-$1"
+  local config="$1" prefix="${DEPS_DIR}/${PREFIX_STEM}-$1"
   local kokkos_flags=("${common_kokkos_flags[@]}") kernels_flags=("${common_kernels_flags[@]}")
   case "$config" in
     host)
@@ -248,14 +372,17 @@ build_config() {
     cuda|cuda-uvm)
       [ -x "${CUDA_HOME}/bin/nvcc" ] || die "${config}: no nvcc at ${CUDA_HOME}/bin/nvcc (set CUDA_HOME)"
       kokkos_flags+=(-DCMAKE_BUILD_TYPE=Release -DCMAKE_CXX_STANDARD=17 -DKokkos_ENABLE_OPENMP=ON
-                     -DCMAKE_CXX_COMPILER="${KOKKOS_SRC}/bin/nvcc_wrapper"
-                     -DKokkos_ENABLE_CUDA=ON -DKokkos_ENABLE_CUDA_LAMBDA=ON
-                     -DKokkos_ARCH_HOPPER90=ON -DCUDAToolkit_ROOT="${CUDA_HOME}")
+                     -DCMAKE_CXX_COMPILER="${KOKKOS_SRC}/bin/nvcc_wrapper" -DKokkos_ENABLE_CUDA=ON)
+      # Device lambdas: an option in 3.4, always on (the option deprecated) in 4.x.
+      [ "$KOKKOS_MAJOR" -ge 4 ] || kokkos_flags+=(-DKokkos_ENABLE_CUDA_LAMBDA=ON)
+      kokkos_flags+=(-DKokkos_ARCH_HOPPER90=ON -DCUDAToolkit_ROOT="${CUDA_HOME}")
       [ "$config" = cuda-uvm ] && kokkos_flags+=(-DKokkos_ENABLE_CUDA_UVM=ON)
       kernels_flags+=(-DCMAKE_BUILD_TYPE=Release -DCMAKE_CXX_COMPILER="${prefix}/bin/nvcc_wrapper"
                       "${host_blas_flags[@]}"
                       -DKokkosKernels_ENABLE_TPL_CUBLAS=ON -DKokkosKernels_ENABLE_TPL_CUSPARSE=OFF
-                      -DCUDAToolkit_ROOT="${CUDA_HOME}") ;;
+                      -DCUDAToolkit_ROOT="${CUDA_HOME}")
+      # Kokkos Kernels 4 also turns cuSOLVER on with CUDA, which then insists on cuSPARSE.
+      [ "$KOKKOS_MAJOR" -lt 4 ] || kernels_flags+=(-DKokkosKernels_ENABLE_TPL_CUSOLVER=OFF) ;;
     debug)
       # Serial is then the default execution space; Kokkos_ENABLE_DEBUG and the bounds checks are
       # compiled into every consumer through KokkosCore_config.h; Kokkos exports cxx_std_20.
@@ -264,9 +391,11 @@ build_config() {
                      -DKokkos_ENABLE_DEBUG_BOUNDS_CHECK=ON -DCMAKE_CXX_COMPILER=g++)
       kernels_flags+=(-DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_CXX_COMPILER=g++
                       "${host_blas_flags[@]}") ;;
-    threads)  # Kokkos 3.4 names the Threads backend PTHREAD (4.x: Kokkos_ENABLE_THREADS)
+    threads)  # Kokkos 3.4 names the Threads backend PTHREAD, 4.x THREADS
+      local threads_option=THREADS
+      [ "$KOKKOS_MAJOR" -ge 4 ] || threads_option=PTHREAD
       kokkos_flags+=(-DCMAKE_BUILD_TYPE=Release -DCMAKE_CXX_STANDARD=17 -DKokkos_ENABLE_OPENMP=OFF
-                     -DKokkos_ENABLE_PTHREAD=ON -DCMAKE_CXX_COMPILER=g++ $(host_arch_flags))
+                     "-DKokkos_ENABLE_${threads_option}=ON" -DCMAKE_CXX_COMPILER=g++ $(host_arch_flags))
       kernels_flags+=(-DCMAKE_BUILD_TYPE=Release -DCMAKE_CXX_COMPILER=g++ "${host_blas_flags[@]}") ;;
     hip)
       command -v hipcc >/dev/null || die "hip: no hipcc (Debian package hipcc)"
@@ -276,25 +405,38 @@ build_config() {
       kernels_flags+=(-DCMAKE_BUILD_TYPE=Release -DCMAKE_CXX_COMPILER="$(command -v hipcc)"
                       -DKokkosKernels_ENABLE_TPL_BLAS=OFF -DKokkosKernels_ENABLE_TPL_LAPACK=OFF) ;;
   esac
-  # The stamp keys the prefix by version, patch and every flag: any change rebuilds it.
+  # The stamp keys the prefix by the sources, version, patch and every flag: any change rebuilds it.
   local stamp
-  stamp="$(printf '%s\n' "$TRILINOS_VERSION" "$KOKKOS_VERSION" "$PATCH_HASH" "${kokkos_flags[@]}" \
+  stamp="$(printf '%s\n' "${STAMP_SOURCES[@]}" "$KOKKOS_VERSION" "$PATCH_HASH" "${kokkos_flags[@]}" \
              "${kernels_flags[@]}" | sed "s#${DEPS_DIR}#DEPS#g" | sha256sum | cut -c1-16)"
   if [ -f "${prefix}/.fused-linear-stamp" ] && [ "$(cat "${prefix}/.fused-linear-stamp")" = "$stamp" ]; then
     log "${config}: up to date in ${prefix}"
     return
   fi
+  # Kokkos alone has a stamp too: when only Kokkos Kernels' flags changed (or its build failed),
+  # the installed Kokkos is kept and Kokkos Kernels is built into the prefix again.
+  local kokkos_stamp
+  kokkos_stamp="$(printf '%s\n' "${STAMP_SOURCES[@]}" "$KOKKOS_VERSION" "$PATCH_HASH" "${kokkos_flags[@]}" |
+                    sed "s#${DEPS_DIR}#DEPS#g" | sha256sum | cut -c1-16)"
   fetch_sources
-  local build="${DEPS_DIR}/build/${config}"
-  rm -rf "$prefix" "$build"
-  mkdir -p "$build"
+  local build="${DEPS_DIR}/build/${PREFIX_STEM}-${config}"
   export PATH="${CUDA_HOME}/bin:${PATH}"
   local t0=$SECONDS
-  log "${config}: building Kokkos ${KOKKOS_VERSION} (log: ${build}/kokkos.log)"
-  { cmake -S "$KOKKOS_SRC" -B "${build}/kokkos" -DCMAKE_INSTALL_PREFIX="$prefix" "${kokkos_flags[@]}" &&
-    cmake --build "${build}/kokkos" -j "$JOBS" && cmake --install "${build}/kokkos"; } \
-    > "${build}/kokkos.log" 2>&1 || { tail -n 40 "${build}/kokkos.log" >&2; die "${config}: Kokkos build failed"; }
-  log "${config}: Kokkos took $((SECONDS - t0)) s; building Kokkos Kernels ${KOKKOS_VERSION} (log: ${build}/kernels.log)"
+  rm -f "${prefix}/.fused-linear-stamp"
+  if [ -f "${prefix}/.fused-linear-kokkos-stamp" ] &&
+     [ "$(cat "${prefix}/.fused-linear-kokkos-stamp")" = "$kokkos_stamp" ]; then
+    log "${config}: Kokkos ${KOKKOS_VERSION} up to date in ${prefix}"
+    rm -rf "$build" && mkdir -p "$build"
+  else
+    rm -rf "$prefix" "$build"
+    mkdir -p "$build"
+    log "${config}: building Kokkos ${KOKKOS_VERSION} (log: ${build}/kokkos.log)"
+    { cmake -S "$KOKKOS_SRC" -B "${build}/kokkos" -DCMAKE_INSTALL_PREFIX="$prefix" "${kokkos_flags[@]}" &&
+      cmake --build "${build}/kokkos" -j "$JOBS" && cmake --install "${build}/kokkos"; } \
+      > "${build}/kokkos.log" 2>&1 || { tail -n 40 "${build}/kokkos.log" >&2; die "${config}: Kokkos build failed"; }
+    echo "$kokkos_stamp" > "${prefix}/.fused-linear-kokkos-stamp"
+  fi
+  log "${config}: Kokkos took $((SECONDS - t0)) s; building Kokkos Kernels ${KERNELS_VERSION} (log: ${build}/kernels.log)"
   { cmake -S "$KERNELS_SRC" -B "${build}/kernels" -DCMAKE_INSTALL_PREFIX="$prefix" \
       -DKokkos_ROOT="$prefix" "${kernels_flags[@]}" &&
     cmake --build "${build}/kernels" -j "$JOBS" && cmake --install "${build}/kernels"; } \
@@ -305,4 +447,4 @@ build_config() {
 }
 
 for c in "${configs[@]}"; do build_config "$c"; done
-for c in "${configs[@]}"; do echo "${c}=${DEPS_DIR}/kokkos-${KOKKOS_VERSION}-${c}"; done
+for c in "${configs[@]}"; do echo "${c}=${DEPS_DIR}/${PREFIX_STEM}-${c}"; done
