@@ -14,6 +14,11 @@ standard library only; the plot needs matplotlib and is skipped without it.
     python3 perf/compare.py 1024x8192x8192 16x8192x8192 --perf-args "--reps 50"
     python3 perf/compare.py --device cpu --threads 2 --sweep     # the host sweep on 2 threads
     python3 perf/compare.py --sweep --no-run            # re-tabulate the JSON already in --out
+    python3 perf/compare.py --sweep --tf32 --planning both   # auto by the rule and measured
+
+`--planning measure` makes every plan with Planning::Measure; `--planning both` times every path
+as estimated plus auto measured, in the same rounds of one perf-program run, and the summary
+has a row for each (auto's planning in the `planning` column, plan-making time in `plan_ms`).
 
 The raw outputs stay in --out beside the results: ours_<shape>[_<precision>].json,
 peers.json and peers-meta.json; the results are compare.csv, compare-summary.csv,
@@ -83,8 +88,9 @@ REFERENCE_PEER = "torch eager fp32 (reference model)"
 SCALAR_BYTES = 4  # fp32: what the perf program and the fp32 peers measure
 COLUMNS = ["shape", "source", "path", "median_ms", "min_ms", "tflops", "vs_reference",
            "rel_err", "max_abs_err", "gemm", "unwritten", "note",
-           "precision", "algorithm", "ran", "flags"]
-SUMMARY_COLUMNS = ["shape", "precision", "auto_ran", "auto_ms", "best_path", "best_ms",
+           "precision", "algorithm", "ran", "planning", "plan_ms", "flags"]
+SUMMARY_COLUMNS = ["shape", "precision", "planning", "auto_plan_ms", "auto_ran", "auto_ms",
+                   "best_path", "best_ms",
                    "auto_vs_best_pct", "reference_ms", "auto_vs_reference", "strict_auto_ms",
                    "vs_strict_auto", "flags"]
 BLAS_THREAD_VARIABLES = ("OPENBLAS_NUM_THREADS", "BLIS_NUM_THREADS", "MKL_NUM_THREADS")
@@ -154,6 +160,7 @@ def perf_command(args, shape, json_path, precision, paths):
     mode = [] if precision == "strict" else ["--precision", precision]
     mode += [] if paths is None else ["--algorithm", paths]
     host = HOST_PERF_ARGS if args.device == "cpu" else []
+    mode += [] if args.planning == "estimate" else ["--planning", args.planning]
     return ([str(args.perf), "--m", str(M), "--k", str(K), "--n", str(N),
              "--multiplier", str(args.mult), "--slope", str(args.slope),
              "--json", str(json_path)] + host + shlex.split(args.perf_args) + mode)
@@ -223,7 +230,8 @@ def load_ours(path):
     for r in data.get("results", []):
         requested = r.get("algorithm_requested", "?")
         ran = r.get("algorithm_ran") or requested
-        name = f"FusedLinear {requested}"
+        planning = r.get("planning") or "estimate"
+        name = f"FusedLinear {requested}" + (":measure" if planning == "measure" else "")
         if ran != requested:
             name += f" -> {ran}"
         if precision != "strict":
@@ -237,7 +245,8 @@ def load_ours(path):
                          tflops=None if gflops is None else gflops / 1e3,
                          rel_err=r.get("rel_err"), max_abs_err=r.get("max_abs_err"), gemm=gemm,
                          unwritten=r.get("unwritten"), note=note, precision=precision,
-                         algorithm=requested, ran=ran))
+                         algorithm=requested, ran=ran, planning=planning,
+                         plan_ms=r.get("plan_ms")))
     return rows, config
 
 
@@ -318,14 +327,18 @@ def summarize(rows, shapes):
         group = [r for r in rows if r["shape"] == shape]
         ref = next((r["median_ms"] for r in group if r["path"] == REFERENCE_PEER), None)
         ours = [r for r in group if r.get("source") == "FusedLinear" and r.get("median_ms")]
-        autos = {r["precision"]: r for r in ours if r.get("algorithm") == "auto"}
-        for precision in ("strict", "tf32", "3xtf32"):
-            auto = autos.get(precision)
+        autos = {(r["precision"], r.get("planning") or "estimate"): r
+                 for r in ours if r.get("algorithm") == "auto"}
+        for precision, planning in [(p, q) for p in ("strict", "tf32", "3xtf32")
+                                    for q in ("estimate", "measure")]:
+            auto = autos.get((precision, planning))
             if auto is None:
                 continue
-            others = [r for r in ours if r["precision"] == precision and r is not auto]
+            # Auto of either planning is no "other path": the best other is an explicit one.
+            others = [r for r in ours if r["precision"] == precision and r.get("algorithm") != "auto"]
             best = min(others, key=lambda r: r["median_ms"], default=None)
-            s = dict(shape=shape, precision=precision, auto_ran=auto.get("ran"),
+            s = dict(shape=shape, precision=precision, planning=planning,
+                     auto_plan_ms=auto.get("plan_ms"), auto_ran=auto.get("ran"),
                      auto_ms=auto["median_ms"], best_path=None, best_ms=None,
                      auto_vs_best_pct=None, reference_ms=ref, auto_vs_reference=None,
                      strict_auto_ms=None, vs_strict_auto=None, flags="")
@@ -340,7 +353,7 @@ def summarize(rows, shapes):
                 s["auto_vs_reference"] = ref / auto["median_ms"]
                 if auto["median_ms"] > ref:
                     flags.append("auto slower than the eager reference")
-            strict = autos.get("strict")
+            strict = autos.get(("strict", planning))
             if precision != "strict" and strict is not None:
                 s["strict_auto_ms"] = strict["median_ms"]
                 s["vs_strict_auto"] = strict["median_ms"] / auto["median_ms"]
@@ -396,28 +409,33 @@ def table(rows):
 
 
 def summary_table(summary):
-    head = ["shape", "precision", "auto ->", "auto ms", "best other path", "best ms",
-            "auto vs best", "vs ref", "vs strict auto", "flags"]
-    body = [[s["shape"], s["precision"], s["auto_ran"] or "-", fmt(s["auto_ms"], ".4f"),
+    head = ["shape", "precision", "planning", "plan ms", "auto ->", "auto ms", "best other path",
+            "best ms", "auto vs best", "vs ref", "vs strict auto", "flags"]
+    body = [[s["shape"], s["precision"], s.get("planning") or "estimate",
+             fmt(s.get("auto_plan_ms"), ".2f"), s["auto_ran"] or "-", fmt(s["auto_ms"], ".4f"),
              s["best_path"] or "-", fmt(s["best_ms"], ".4f"),
              pct(s["auto_vs_best_pct"]),
              fmt(s["auto_vs_reference"], ".2f") + ("x" if s["auto_vs_reference"] else ""),
              fmt(s["vs_strict_auto"], ".2f") + ("x" if s["vs_strict_auto"] else ""),
              s["flags"]] for s in summary]
-    return text_table(head, body, {0, 1, 2, 4, 9})
+    return text_table(head, body, {0, 1, 2, 4, 6, 11})
 
 
 def summary_lines(summary):
     """One sentence per precision: how close auto is to the best path, and what is flagged."""
     lines = []
     for precision in ("strict", "tf32", "3xtf32"):
-        group = [s for s in summary if s["precision"] == precision]
-        gaps = [s["auto_vs_best_pct"] for s in group if s["auto_vs_best_pct"] is not None]
-        if not group:
-            continue
-        flagged = sum(1 for s in group if s["flags"])
-        worst = f"auto within {max(0.0, max(gaps)):.1f}% of the best path" if gaps else "no other path"
-        lines.append(f"{precision}: {worst} on {len(group)} shape(s); {flagged} flagged")
+        for planning in ("estimate", "measure"):
+            group = [s for s in summary if s["precision"] == precision
+                     and (s.get("planning") or "estimate") == planning]
+            gaps = [s["auto_vs_best_pct"] for s in group if s["auto_vs_best_pct"] is not None]
+            if not group:
+                continue
+            flagged = sum(1 for s in group if s["flags"])
+            worst = (f"auto within {max(0.0, max(gaps)):.1f}% of the best path" if gaps
+                     else "no other path")
+            label = precision if planning == "estimate" else f"{precision} (measured)"
+            lines.append(f"{label}: {worst} on {len(group)} shape(s); {flagged} flagged")
     return lines
 
 
@@ -502,6 +520,7 @@ def metadata(args, shapes, configs, problems, summary):
         no_run=args.no_run, device=args.device,
         threads=args.threads if args.device == "cpu" else None,
         sweep=args.sweep_name, shapes=shapes, precisions=precisions(args),
+        planning=args.planning,
         paths={p: PATHS[args.device].get(p) for p in precisions(args)},
         perf_args=(HOST_PERF_ARGS if args.device == "cpu" else []) + shlex.split(args.perf_args),
         peers_args=args.peers_args,
@@ -607,6 +626,10 @@ def parse_args(argv=None):
                    "\"--compile none\"")
     p.add_argument("--mult", type=float, default=2.0, help="multiplier (default 2.0)")
     p.add_argument("--slope", type=float, default=0.1, help="LeakyReLU slope (default 0.1)")
+    p.add_argument("--planning", choices=["estimate", "measure", "both"], default="estimate",
+                   help="how the perf program's plans choose: estimate (default, auto's rule), "
+                        "measure (Planning::Measure) or both (auto also measured, in the same "
+                        "rounds)")
     p.add_argument("--tf32", action="store_true",
                    help="also time the tf32 and 3xtf32 precisions (CUDA builds)")
     p.add_argument("--out", type=Path, default=Path("perf_results"),

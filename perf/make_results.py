@@ -137,7 +137,12 @@ def configuration(run):
 
 
 def summary_section(summary):
-    body = [[s["shape"], s["precision"], s["auto_ran"] or "-", cell(s["auto_ms"], ".4f"),
+    # Runs with `--planning both` have a measured auto beside the estimated one: a column says
+    # which (older runs: estimate only, no column).
+    planned = any((s.get("planning") or "estimate") != "estimate" for s in summary)
+    precision = (lambda s: s["precision"] + (" measured" if s.get("planning") == "measure"
+                                             else "")) if planned else (lambda s: s["precision"])
+    body = [[s["shape"], precision(s), s["auto_ran"] or "-", cell(s["auto_ms"], ".4f"),
              s["best_path"] or "-", cell(s["best_ms"], ".4f"),
              compare.pct(s["auto_vs_best_pct"]), cell(s["auto_vs_reference"], ".2f", "x"),
              cell(s["vs_strict_auto"], ".2f", "x"), s["flags"] or ""] for s in summary]

@@ -82,6 +82,10 @@ struct Config {
   int alignment = 0;  // 0: as Kokkos allocates
   FusedLinear::Precision precision = FusedLinear::Precision::Strict;
   bool one_shot = false;  // time linear_leaky_relu instead of Plan::execute
+  // How the plans choose (Planning::Measure times the candidates when a plan is made); `both`:
+  // every path planned as estimated, plus auto planned by measuring, timed in the same rounds.
+  FusedLinear::Planning planning = FusedLinear::Planning::Estimate;
+  bool both_plannings = false;
 };
 
 void print_usage(std::ostream& os) {
@@ -99,6 +103,12 @@ void print_usage(std::ostream& os) {
         "                      (those too, and fused_sm90 on Hopper GPUs); under auto a floor\n"
         "  --api plan|oneshot  time Plan::execute on a plan made once (default), or the\n"
         "                      one-shot linear_leaky_relu call (which finds its cached plan)\n"
+        "  --planning P        estimate (default: auto's rule), measure (every plan made with\n"
+        "                      Planning::Measure: auto times its candidates, vendor_lt\n"
+        "                      cuBLASLt's algorithms) or both (the paths as estimated, plus\n"
+        "                      auto measured, in the same rounds); the time to make each plan\n"
+        "                      is reported, and for a measured one the time to make it again\n"
+        "                      from wisdom\n"
         "  --warmup N          untimed calls per path after the checked one, and at least\n"
         "                      100 ms of them (default 5)\n"
         "  --reps N            timed calls per path (default 30), in rounds of one call of\n"
@@ -195,6 +205,10 @@ Config parse_args(int argc, char* argv[]) {
       if (api != "plan" && api != "oneshot")
         throw std::invalid_argument("--api takes plan or oneshot, got '" + api + "'");
       c.one_shot = api == "oneshot";
+    } else if (option == "--planning") {
+      const std::string planning = value();
+      c.both_plannings = planning == "both";
+      if (!c.both_plannings) c.planning = FusedLinear::planning_from_string(planning);
     } else if (option == "--warmup") {
       c.warmup = parse_integer<int>(option, value(), 0);
     } else if (option == "--reps") {
@@ -295,10 +309,16 @@ double time_one_call(const Call& call) {
 
 struct Result {
   Algorithm requested;
+  FusedLinear::Options options;
   FusedLinear::RunInfo info;
   Accuracy accuracy;
   double median_ms, min_ms, gflops, gbs;
   std::string refused;  // why the path cannot run here (then nothing else is set)
+  // Making the plan (fences around it; a measured plan times its candidates then), and making
+  // the same plan again right after, from the wisdom the first left (measured plans only).
+  double plan_ms = std::numeric_limits<double>::quiet_NaN();
+  double wisdom_plan_ms = std::numeric_limits<double>::quiet_NaN();
+  std::vector<FusedLinear::Measurement> measurements;
 };
 
 /// Host copy of a View in LayoutRight, so the reference streams rows whatever the layout.
@@ -367,13 +387,29 @@ std::vector<Result> run(const Config& c) {
   using Plan = FusedLinear::Plan<ExecSpace, Matrix, Matrix, Vector, Matrix>;
   std::vector<std::unique_ptr<Plan>> plans;  // one per result; null where refused
   std::vector<Result> results;
+  std::vector<FusedLinear::Options> requests;
   for (const Algorithm a : c.algorithms) {
+    requests.emplace_back(a, c.precision, c.planning);
+    if (c.both_plannings && a == Algorithm::Auto)
+      requests.emplace_back(a, c.precision, FusedLinear::Planning::Measure);
+  }
+  const auto make_plan = [&](const FusedLinear::Options& o, double& ms) {
+    Kokkos::fence();
+    Kokkos::Timer timer;
+    std::unique_ptr<Plan> plan(
+        new Plan(ExecSpace(), X, W, b, Y, Scalar(c.multiplier), Scalar(c.slope), o));
+    Kokkos::fence();
+    ms = timer.seconds() * 1e3;
+    return plan;
+  };
+  for (const FusedLinear::Options& o : requests) {
     const double none = std::numeric_limits<double>::quiet_NaN();  // JSON null: not timed
-    Result r{a, {}, {}, none, none, none, none, {}};
+    Result r{o.algorithm, o, {}, {}, none, none, none, none, {}};
     try {
-      plans.emplace_back(new Plan(ExecSpace(), X, W, b, Y, Scalar(c.multiplier), Scalar(c.slope),
-                                  FusedLinear::Options(a, c.precision)));
+      plans.push_back(make_plan(o, r.plan_ms));
       r.info = plans.back()->info();
+      r.measurements = plans.back()->measurements();
+      if (r.info.measured) make_plan(o, r.wisdom_plan_ms);  // from the wisdom just left
     } catch (const std::invalid_argument& e) {
       plans.emplace_back();
       r.refused = e.what();
@@ -386,7 +422,7 @@ std::vector<Result> run(const Config& c) {
   const auto call = [&](std::size_t i) {
     if (c.one_shot)
       FusedLinear::linear_leaky_relu(ExecSpace(), X, W, b, Y, Scalar(c.multiplier), Scalar(c.slope),
-                                     FusedLinear::Options(results[i].requested, c.precision));
+                                     results[i].options);
     else
       plans[i]->execute(X, W, b, Y);
   };
@@ -468,6 +504,8 @@ void print_header(const Config& c) {
                     ? std::string("none found")
                     : FusedLinear::Impl::blas_library_path())
             << ", timed: " << (c.one_shot ? "one-shot linear_leaky_relu" : "Plan::execute")
+            << ", planning: "
+            << (c.both_plannings ? "both (auto also measured)" : FusedLinear::to_string(c.planning))
             << "\nchecked against the float64 host reference: "
             << (c.check_rows == c.shape.M ? "all " : "") << c.check_rows << " of " << c.shape.M
             << " rows\n\n"
@@ -476,17 +514,32 @@ void print_header(const Config& c) {
 
 void print_table(const std::vector<Result>& results) {
   // Widths fit the longest values: "vendor_prefill" and the longest Gemm name.
-  const char* const head = "%-15s %-15s %-7s %-37s %10s %10s %9s %9s %10s %12s %10s\n";
-  const char* const row = "%-15s %-15s %-7s %-37s %10.4f %10.4f %9.1f %9.1f %10.2e %12.2e %10lld\n";
-  std::printf(head, "algorithm", "ran", "arith", "gemm", "median ms", "min ms", "GFLOP/s", "GB/s",
-              "rel err", "max abs err", "unwritten");
+  const char* const head = "%-15s %-8s %-15s %-7s %-37s %10s %10s %9s %9s %10s %12s %10s %10s\n";
+  const char* const row =
+      "%-15s %-8s %-15s %-7s %-37s %10.4f %10.4f %9.1f %9.1f %10.2e %12.2e %10lld %10.3f\n";
+  std::printf(head, "algorithm", "planning", "ran", "arith", "gemm", "median ms", "min ms",
+              "GFLOP/s", "GB/s", "rel err", "max abs err", "unwritten", "plan ms");
   for (const Result& r : results)
     if (r.refused.empty())
       std::printf(row, FusedLinear::to_string(r.requested),
+                  FusedLinear::to_string(r.options.planning),
                   FusedLinear::to_string(r.info.algorithm),
                   FusedLinear::to_string(r.info.precision), FusedLinear::to_string(r.info.gemm),
                   r.median_ms, r.min_ms, r.gflops, r.gbs, r.accuracy.rel_err,
-                  r.accuracy.max_abs_err, static_cast<long long>(r.accuracy.unwritten));
+                  r.accuracy.max_abs_err, static_cast<long long>(r.accuracy.unwritten), r.plan_ms);
+  for (const Result& r : results) {
+    if (r.info.measured) {
+      std::cout << "measured (" << FusedLinear::to_string(r.requested) << "): plan made in "
+                << r.plan_ms << " ms, again from wisdom in " << r.wisdom_plan_ms << " ms;";
+      for (const FusedLinear::Measurement& m : r.measurements)
+        std::cout << ' ' << FusedLinear::to_string(m.algorithm) << '/'
+                  << FusedLinear::to_string(m.precision)
+                  << (m.variant ? "#" + std::to_string(m.variant) : std::string()) << ' ' << m.ms
+                  << " ms (" << m.calls << (m.calls == 1 ? " call)" : " calls)")
+                  << (m.chosen ? " chosen" : "") << ';';
+      std::cout << '\n';
+    }
+  }
   for (const Result& r : results) {
     if (!r.refused.empty())
       std::cout << "refused (" << FusedLinear::to_string(r.requested) << "): " << r.refused << '\n';
@@ -535,7 +588,8 @@ void write_json(const std::string& path, const Config& c, const std::vector<Resu
      << ", \"multiplier\": " << json_number(c.multiplier) << ", \"slope\": " << json_number(c.slope)
      << ", \"seed\": " << c.seed << ", \"warmup\": " << c.warmup << ", \"reps\": " << c.reps
      << ", \"check_rows\": " << c.check_rows
-     << ", \"api\": " << json_string(c.one_shot ? "oneshot" : "plan")
+     << ", \"api\": " << json_string(c.one_shot ? "oneshot" : "plan") << ", \"planning\": "
+     << json_string(c.both_plannings ? "both" : FusedLinear::to_string(c.planning))
      << ", \"blas_library\": " << json_string(FusedLinear::Impl::blas_library_path())
      << ", \"kokkos_configuration\": " << json_string(kokkos_configuration())
      << "},\n  \"results\": [";
@@ -543,6 +597,7 @@ void write_json(const std::string& path, const Config& c, const std::vector<Resu
     const Result& r = results[i];
     os << (i ? ",\n" : "\n") << "    {\"shape\": " << shape
        << ", \"algorithm_requested\": " << json_string(FusedLinear::to_string(r.requested))
+       << ", \"planning\": " << json_string(FusedLinear::to_string(r.options.planning))
        << ", \"algorithm_ran\": " << json_string(FusedLinear::to_string(r.info.algorithm))
        << ", \"precision_ran\": " << json_string(FusedLinear::to_string(r.info.precision))
        << ", \"gemm\": " << json_string(FusedLinear::to_string(r.info.gemm))
@@ -554,7 +609,20 @@ void write_json(const std::string& path, const Config& c, const std::vector<Resu
        << ", \"gbs\": " << json_number(r.gbs)
        << ", \"rel_err\": " << json_number(r.accuracy.rel_err)
        << ", \"max_abs_err\": " << json_number(r.accuracy.max_abs_err)
-       << ", \"unwritten\": " << r.accuracy.unwritten << "}";
+       << ", \"unwritten\": " << r.accuracy.unwritten << ", \"plan_ms\": " << json_number(r.plan_ms)
+       << ", \"wisdom_plan_ms\": " << json_number(r.wisdom_plan_ms)
+       << ", \"measured\": " << (r.info.measured ? "true" : "false")
+       << ", \"from_wisdom\": " << (r.info.from_wisdom ? "true" : "false")
+       << ", \"measurements\": [";
+    for (std::size_t m = 0; m < r.measurements.size(); ++m) {
+      const FusedLinear::Measurement& t = r.measurements[m];
+      os << (m ? ", " : "")
+         << "{\"algorithm\": " << json_string(FusedLinear::to_string(t.algorithm))
+         << ", \"precision\": " << json_string(FusedLinear::to_string(t.precision))
+         << ", \"variant\": " << t.variant << ", \"ms\": " << json_number(t.ms)
+         << ", \"calls\": " << t.calls << ", \"chosen\": " << (t.chosen ? "true" : "false") << "}";
+    }
+    os << "]}";
   }
   os << "\n  ]\n}\n";
   if (!os) throw std::runtime_error("cannot write " + path);

@@ -10,5 +10,6 @@
 #include "FusedLinear/Reference.hpp"
 #include "FusedLinear/Types.hpp"
 #include "FusedLinear/Version.hpp"
+#include "FusedLinear/Wisdom.hpp"
 
 #endif

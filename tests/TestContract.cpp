@@ -25,7 +25,9 @@
 #include <cmath>
 #include <cstdint>
 #include <cstdlib>
+#include <exception>
 #include <limits>
+#include <memory>
 #include <optional>
 #include <random>
 #include <string>
@@ -897,6 +899,55 @@ TEST(ContractRegression, PerThreadDefaultStreamsDoNotShareAPlan) {
 #endif
 }
 
+// The same, with the two threads' calls overlapping on the GPU: each thread enqueues 200 calls
+// without waiting, cycling over 8 outputs (one plan: same strides and alignment class), then
+// all outputs are checked. Sharing one plan's split-K partial sums and counters, the threads'
+// kernels mixed each other's sums.
+TEST(ContractRegression, PerThreadDefaultStreamsOverlapping) {
+#if !defined(KOKKOS_ENABLE_CUDA)
+  GTEST_SKIP() << "needs a CUDA build (per-thread default streams)";
+#else
+  using P = Problem<Kokkos::Cuda, float, Kokkos::LayoutRight>;
+  using Out =
+      Kokkos::View<float**, Kokkos::LayoutRight, Kokkos::CudaSpace, Kokkos::MemoryUnmanaged>;
+  const std::int64_t M = 17, K = 4096, N = 260, outputs = 8, apart = 4608;  // 256-byte steps
+  std::vector<Kokkos::Cuda> spaces;
+  std::vector<std::unique_ptr<P>> problems;
+  std::vector<Kokkos::View<float*, Kokkos::CudaSpace>> ys;
+  for (int t = 0; t < 2; ++t) {
+    spaces.emplace_back(cudaStreamPerThread);
+    problems.emplace_back(new P(M, K, N, 90 + t));
+    ys.emplace_back("Ys", outputs * apart);
+    Kokkos::deep_copy(ys.back(), std::numeric_limits<float>::quiet_NaN());
+  }
+  Kokkos::fence();
+  const Options o = options(Algorithm::FusedSkinny, Precision::Strict, 7);
+  std::vector<std::thread> threads;
+  std::atomic<int> refused{0};
+  for (int t = 0; t < 2; ++t)
+    threads.emplace_back([&, t] {
+      const P& p = *problems[std::size_t(t)];
+      try {
+        for (int c = 0; c < 200; ++c)
+          FusedLinear::linear_leaky_relu(
+              spaces[std::size_t(t)], p.X, p.W, p.b,
+              Out(ys[std::size_t(t)].data() + (c % outputs) * apart, M, N), 2.f, 0.1f, o);
+        spaces[std::size_t(t)].fence();
+      } catch (const std::exception&) {
+        ++refused;
+      }
+    });
+  for (auto& th : threads) th.join();
+  ASSERT_EQ(refused.load(), 0);
+  for (int t = 0; t < 2; ++t)
+    for (std::int64_t i = 0; i < outputs; ++i)
+      EXPECT_TRUE(problems[std::size_t(t)]->reference(2, 0.1).check<float>(
+          host_matrix(Out(ys[std::size_t(t)].data() + i * apart, M, N))))
+          << "thread " << t << ", output " << i;
+  FusedLinear::release_cached_plans();
+#endif
+}
+
 // Regression ("cannot run the sm_90a few-rows kernel (invalid argument)" on a worker
 // thread's first call): four std::threads that never touched CUDA, each with its own instance
 // on a non-blocking stream (made on the initialising thread), each making its first CUDA call
@@ -1109,6 +1160,54 @@ TEST(ContractGraph, OneShotFirstCallUnderCaptureRefused) {
     checked_call(exec, bufs, a, in, expect, "FusedLinear::linear_leaky_relu", false,
                  [&] { return attempt(exec, v.X, v.W, v.b, v.Y, 2, 0.1, o); });
   }
+  FusedLinear::release_cached_plans();
+#endif
+}
+
+// The one-shot call captured after a first call outside the capture: the cached plan is pinned,
+// so the graph still replays right after 40 other shapes have gone through the cache (32
+// plans), each replay on a poisoned Y.
+TEST(ContractGraph, OneShotCapturedAfterAFirstCallIsPinned) {
+#if !defined(KOKKOS_ENABLE_CUDA)
+  GTEST_SKIP() << "needs a CUDA build (CUDA graphs)";
+#else
+  using P = Problem<Kokkos::Cuda, float, Kokkos::LayoutRight>;
+  Streams s(1);
+  const Kokkos::Cuda& exec = s.spaces[0];
+  const cudaStream_t stream = exec.cuda_stream();
+  FusedLinear::release_cached_plans();
+  P p(17, 4096, 260, 96);
+  const Options o = options(Algorithm::FusedSkinny, Precision::Strict, 4);
+  FusedLinear::linear_leaky_relu(exec, p.X, p.W, p.b, p.Y, 2.f, 0.1f, o);
+  exec.fence();
+  ASSERT_EQ(cudaStreamBeginCapture(stream, cudaStreamCaptureModeGlobal), cudaSuccess);
+  std::string error;
+  try {
+    FusedLinear::linear_leaky_relu(exec, p.X, p.W, p.b, p.Y, 2.f, 0.1f, o);
+  } catch (const std::exception& e) {
+    error = e.what();
+  }
+  cudaGraph_t graph = nullptr;
+  ASSERT_EQ(cudaStreamEndCapture(stream, &graph), cudaSuccess);
+  ASSERT_EQ(error, "");
+  cudaGraphExec_t replay = nullptr;
+  ASSERT_EQ(cudaGraphInstantiate(&replay, graph, 0), cudaSuccess);
+  for (int round = 0; round < 2; ++round) {
+    if (round == 1) {
+      for (int i = 0; i < 40; ++i) {  // other plans through the cache
+        P q(2, 8 + i, 3, 200 + i);
+        FusedLinear::linear_leaky_relu(exec, q.X, q.W, q.b, q.Y, 2.f, 0.1f, o);
+      }
+      exec.fence();
+    }
+    p.poison();
+    Kokkos::fence();
+    ASSERT_EQ(cudaGraphLaunch(replay, stream), cudaSuccess);
+    ASSERT_EQ(cudaStreamSynchronize(stream), cudaSuccess);
+    EXPECT_TRUE(matches_reference(p, 2, 0.1, p.Y)) << "replay after round " << round;
+  }
+  cudaGraphExecDestroy(replay);
+  cudaGraphDestroy(graph);
   FusedLinear::release_cached_plans();
 #endif
 }

@@ -28,9 +28,11 @@ namespace FusedLinear {
 /// lookup (and the returned RunInfo's copy). Their memory is released at Kokkos::finalize, or at
 /// once by release_cached_plans(). Safe to call from several host threads (on CUDA, HIP: one
 /// instance each or one shared, cudaStreamPerThread included; on host backends, Kokkos 3.4's
-/// OpenMP instances take team kernels from the initialising thread only). Not while the stream
-/// is being captured into a CUDA graph (std::invalid_argument): a cached plan may be dropped
-/// while the graph lives; capture Plan::execute instead.
+/// OpenMP instances take team kernels from the initialising thread only). Under CUDA graph
+/// capture only with a plan cached by an earlier call with the same arguments outside the
+/// capture (making one allocates: otherwise std::invalid_argument); that plan is then pinned,
+/// never evicted while the graph may replay it, until release_cached_plans() or
+/// Kokkos::finalize (free the graph first).
 ///
 /// \return which path, precision and GEMM ran, and why they differ from the request
 template <class ExecSpace, class XView, class WView, class BView, class YView>
@@ -45,24 +47,31 @@ RunInfo linear_leaky_relu(const ExecSpace& exec, const XView& X, const WView& W,
                      Impl::CanonicalOutput<ExecSpace, YView>>;
   using Cached = Impl::CachedPlan<Plan_, ExecSpace>;
   constexpr const char* function = "FusedLinear::linear_leaky_relu";
-#if defined(KOKKOS_ENABLE_CUDA)
-  if constexpr (std::is_same<ExecSpace, Kokkos::Cuda>::value) {
-    if (Impl::stream_is_capturing(exec.cuda_stream()))
-      Impl::refuse(function,
-                   "cannot run while its stream is being captured into a CUDA graph (a cached "
-                   "plan may be released while the graph lives): capture Plan::execute instead");
-  }
-#endif
   const std::optional<std::uint64_t> instance = Impl::instance_identity(exec, function);
   const Impl::PlanKey key =
       Impl::plan_key<Plan_>(instance.value_or(0), X, W, b, Y, multiplier, negative_slope, options);
-  auto cached = Impl::PlanCache::instance().get<Cached>(key, [&] {
-    return std::make_unique<Cached>(exec, X, W, b, Y, multiplier, negative_slope, options,
-                                    function);
-  });
+  bool capturing = false;
+#if defined(KOKKOS_ENABLE_CUDA)
+  if constexpr (std::is_same<ExecSpace, Kokkos::Cuda>::value)
+    capturing = Impl::stream_is_capturing(exec.cuda_stream());
+#endif
+  std::shared_ptr<Cached> cached;
+  if (capturing) {
+    cached = Impl::PlanCache::instance().pin<Cached>(key);
+    if (!cached)
+      Impl::refuse(function,
+                   "no plan is cached for these arguments on this stream, and none can be made "
+                   "while the stream is being captured into a CUDA graph (it allocates): make "
+                   "one call before the capture");
+  } else {
+    cached = Impl::PlanCache::instance().get<Cached>(key, [&] {
+      return std::make_unique<Cached>(exec, X, W, b, Y, multiplier, negative_slope, options,
+                                      function);
+    });
+  }
   std::lock_guard<std::mutex> lock(cached->mutex);
   cached->plan.execute(exec, X, W, b, Y, function);
-  cached->done.record(exec);
+  if (!capturing) cached->done.record(exec);  // a pinned plan: freed after a device fence
   // An instance this cache cannot tell from another shares the plan's workspace with them: its
   // work must be done before another call may start.
   if (!instance && cached->plan.workspace_bytes() > 0) exec.fence();

@@ -8,6 +8,7 @@
 #include <cstddef>
 #include <memory>
 #include <utility>
+#include <vector>
 
 #include <Kokkos_Core.hpp>
 
@@ -50,11 +51,14 @@ class Plan {
   using value_type = typename YView::non_const_value_type;
 
   /// \param exec            the instance execute() orders its work on
-  /// \param X, W, b, Y      Views of the shapes and types execute() will take (their contents
-  ///                        are not read; their strides and alignment are planned for)
+  /// \param X, W, b, Y      Views of the shapes and types execute() will take (their strides
+  ///                        and alignment are planned for; their contents are not read, but
+  ///                        under Planning::Measure, which runs the layer on them: X, W and b
+  ///                        are left as they are, Y is overwritten)
   /// \param multiplier      finite scale applied after the bias
   /// \param negative_slope  finite LeakyReLU slope for non-positive values
-  /// \param options         algorithm (Auto by default) and precision (Strict by default)
+  /// \param options         algorithm (Auto by default), precision (Strict by default) and
+  ///                        planning (Estimate by default: the rule; Measure: timed)
   /// \throws std::invalid_argument naming the class and the problem: mismatched extents,
   ///         unallocated Views, Y aliasing an input, a non-finite multiplier or slope, a request
   ///         the build, device or Views cannot serve; std::runtime_error when resources cannot be
@@ -89,6 +93,10 @@ class Plan {
 
   /// The path, precision and GEMM this plan runs, and why they differ from the request.
   const RunInfo& info() const { return m_impl->info(); }
+  /// Planning::Measure: the candidates this plan timed when it was made (algorithm, precision,
+  /// cuBLASLt variant, milliseconds, calls), the one it runs marked chosen; empty where it timed
+  /// nothing (Planning::Estimate, a choice from wisdom, an empty shape, nothing to choose).
+  const std::vector<Measurement>& measurements() const { return m_impl->measurements(); }
   /// Device (or host) memory the plan holds for its path.
   std::size_t workspace_bytes() const { return m_impl->workspace_bytes(); }
   const ExecSpace& space() const { return m_exec; }

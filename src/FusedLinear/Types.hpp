@@ -55,6 +55,21 @@ enum class Precision {
   TF32x3,
 };
 
+/// How a plan chooses its path under Algorithm::Auto, as FFTW plans (FFTW_ESTIMATE,
+/// FFTW_MEASURE).
+enum class Planning {
+  /// The rule (docs/design/dispatch.md): nothing is measured; the same choice on every run.
+  Estimate,
+  /// When the plan is made, time every path that can serve its Views at the precision floor
+  /// (vendor_lt also over cuBLASLt's first ranked algorithms) on the plan's own Views and
+  /// instance, a few calls each after a warm-up, and keep the fastest. This RUNS THE LAYER on
+  /// the Views given: X, W and b are read and never changed, Y is overwritten (as FFTW_MEASURE
+  /// overwrites its arrays). The choice is remembered as wisdom (Wisdom.hpp): a later plan of the
+  /// same kind times nothing. With an explicit algorithm only vendor_lt has anything to choose
+  /// (cuBLASLt's algorithms). Cost: docs/design/dispatch.md, "Planning".
+  Measure,
+};
+
 /// Which GEMM implementation a path ran.
 enum class Gemm {
   None,                 ///< no product was needed (M, N or K is 0)
@@ -86,6 +101,8 @@ inline constexpr Named<Algorithm> algorithm_names[] = {{Algorithm::Auto, "auto"}
                                                        {Algorithm::SkinnySm90, "skinny_sm90"}};
 inline constexpr Named<Precision> precision_names[] = {
     {Precision::Strict, "strict"}, {Precision::TF32, "tf32"}, {Precision::TF32x3, "3xtf32"}};
+inline constexpr Named<Planning> planning_names[] = {{Planning::Estimate, "estimate"},
+                                                     {Planning::Measure, "measure"}};
 inline constexpr Named<Gemm> gemm_names[] = {
     {Gemm::None, "none"},
     {Gemm::HostBlas, "host BLAS"},
@@ -125,6 +142,8 @@ Enum parse_name(const Named<Enum> (&table)[Count], const std::string& name, cons
 inline const char* to_string(Algorithm a) { return Impl::name_of(Impl::algorithm_names, a); }
 /// "strict", "tf32", "3xtf32".
 inline const char* to_string(Precision p) { return Impl::name_of(Impl::precision_names, p); }
+/// "estimate", "measure".
+inline const char* to_string(Planning p) { return Impl::name_of(Impl::planning_names, p); }
 /// "cuBLAS", "cuBLASLt", "host BLAS", "Kokkos Kernels native gemm", ...
 inline const char* to_string(Gemm g) { return Impl::name_of(Impl::gemm_names, g); }
 
@@ -137,6 +156,10 @@ inline Precision precision_from_string(const std::string& name) {
   return Impl::parse_name(Impl::precision_names, name, "FusedLinear::precision_from_string",
                           "precision");
 }
+inline Planning planning_from_string(const std::string& name) {
+  return Impl::parse_name(Impl::planning_names, name, "FusedLinear::planning_from_string",
+                          "planning");
+}
 
 /// Knobs for tests and tuning experiments. NOT part of the stable API: names, meanings and
 /// defaults may change in any release. The defaults are what the library measured best.
@@ -147,6 +170,12 @@ struct Tuning {
   std::size_t tf32x3_partials_limit = std::size_t(256) << 20;
   /// fused_sm90: 0 chooses by the shape, 1 forces the tile kernel, 2 the split-K kernel.
   int sm90_tf32x3_kernel = 0;
+  /// Planning::Measure: when set, each timed call's milliseconds are what this returns, given
+  /// the candidate (algorithm, precision, cuBLASLt variant), the call (0: the warm-up) and the
+  /// time measured, so that tests decide which candidate is fastest. Wisdom remembers the
+  /// choices it leads to.
+  double (*measure_clock)(Algorithm algorithm, Precision precision, int variant, int call,
+                          double measured_ms) = nullptr;
 };
 
 /// What to run; implicitly constructible from an Algorithm.
@@ -154,9 +183,12 @@ struct Options {
   Algorithm algorithm = Algorithm::Auto;
   Precision precision = Precision::Strict;
   Tuning tuning = {};
+  /// How Algorithm::Auto chooses: the rule (Estimate, the default) or by timing (Measure).
+  Planning planning = Planning::Estimate;
   Options() = default;
   Options(Algorithm a) : algorithm(a) {}  // NOLINT(google-explicit-constructor): call-site brevity
   Options(Algorithm a, Precision p) : algorithm(a), precision(p) {}
+  Options(Algorithm a, Precision p, Planning how) : algorithm(a), precision(p), planning(how) {}
 };
 
 /// What a plan runs, so that no fallback is silent.
@@ -171,6 +203,26 @@ struct RunInfo {
   bool vendor_blas = false;
   /// Why the path, the precision or the GEMM differs from what was asked; empty otherwise.
   std::string note;
+  /// The path was chosen by timing the candidates (Planning::Measure): by this plan when it was
+  /// made (Plan::measurements() has the times), or earlier, remembered as wisdom.
+  bool measured = false;
+  /// The measured choice came from wisdom: this plan timed nothing.
+  bool from_wisdom = false;
+};
+
+/// One candidate Planning::Measure timed (Plan::measurements()).
+struct Measurement {
+  Algorithm algorithm = Algorithm::Auto;
+  Precision precision = Precision::Strict;
+  /// vendor_lt in strict or tf32: which of cuBLASLt's ranked algorithms (0: its first choice).
+  int variant = 0;
+  /// Milliseconds: the fastest of its timed calls; for a candidate dropped after its warm-up
+  /// (far behind the best so far), that call's; infinity where its memory could not be had.
+  double ms = 0;
+  /// Calls run, the warm-up included (0: not set up).
+  int calls = 0;
+  /// The plan runs this one.
+  bool chosen = false;
 };
 
 }  // namespace FusedLinear

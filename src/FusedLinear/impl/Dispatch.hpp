@@ -48,10 +48,21 @@ struct Shape {
   std::int64_t M = 0, K = 0, N = 0;
 };
 
+/// A path as Planning::Measure names it: algorithm, precision and, for vendor_lt's single
+/// product, which of cuBLASLt's ranked algorithms (0: its first choice).
+struct Choice {
+  Algorithm algorithm = Algorithm::Auto;
+  Precision precision = Precision::Strict;
+  int variant = 0;
+};
+
 struct Request {
   Algorithm algorithm = Algorithm::Auto;
   Precision precision = Precision::Strict;
   bool zero_multiplier = false;
+  /// The fastest candidate Planning::Measure timed, or wisdom remembered (Planner.hpp): under
+  /// Auto it runs instead of the rule's choice, checked as an explicit request is. Auto: none.
+  Choice measured = {};
 };
 
 struct Decision {
@@ -61,6 +72,9 @@ struct Decision {
   bool vendor_blas = false;
   /// vendor_lt adds the bias in cuBLASLt's epilogue; the pass then only scales.
   bool bias_in_gemm = false;
+  /// vendor_lt's single product (strict, tf32): which of cuBLASLt's ranked algorithms runs, as
+  /// measured (0: the heuristic's first choice).
+  int lt_variant = 0;
   std::string note;
 };
 
@@ -122,6 +136,17 @@ struct AutoRule {
   static constexpr std::int64_t host_vendor_k = 1024;
 };
 
+/// Whether precision `p` is at least as accurate as the floor `floor` (Options::precision under
+/// Algorithm::Auto): strict fp32 meets every floor, 3xTF32 (fp32-accurate) meets tf32's.
+inline bool meets_floor(Precision p, Precision floor) {
+  switch (floor) {
+    case Precision::Strict: return p == Precision::Strict;
+    case Precision::TF32x3: return p == Precision::Strict || p == Precision::TF32x3;
+    case Precision::TF32: return true;
+  }
+  return false;
+}
+
 inline bool is_skinny(Algorithm a) {
   return a == Algorithm::FusedSkinny || a == Algorithm::SkinnySm90;
 }
@@ -169,7 +194,18 @@ inline Decision resolve(const Request& r, const Shape& s, const Facts& f, const 
   if (r.precision != Precision::Strict && !f.float_views)
     refuse(function, "precision " + mode + " applies to float Views only");
 
-  if (d.algorithm == Algorithm::Auto) {
+  if (d.algorithm == Algorithm::Auto && r.measured.algorithm != Algorithm::Auto) {
+    // Planning::Measure timed the candidates: the fastest runs, checked below as an explicit
+    // request is, so that a refused path is refused rather than run.
+    if (!meets_floor(r.measured.precision, r.precision))
+      refuse(function, std::string("a measured choice in precision ") +
+                           to_string(r.measured.precision) + " is below the floor " + mode);
+    d.algorithm = r.measured.algorithm;
+    d.precision = r.measured.precision;
+    if (d.precision != r.precision)
+      d.note = "precision " + mode + " asked under auto, a floor: " + to_string(d.precision) +
+               " (" + to_string(d.algorithm) + ") measured faster at this shape";
+  } else if (d.algorithm == Algorithm::Auto) {
     const Algorithm strict = strict_auto(s, f);
     const bool has_tf32x3 = f.sm90_tf32x3 == nullptr || f.cublaslt;
     if (r.precision == Precision::Strict) {
@@ -270,6 +306,10 @@ inline Decision resolve(const Request& r, const Shape& s, const Facts& f, const 
     case Algorithm::SkinnySm90: d.gemm = Gemm::Sm90SkinnyKernel; break;
     case Algorithm::Auto: break;  // resolved above
   }
+
+  if (d.algorithm == Algorithm::VendorLt && d.precision != Precision::TF32x3 &&
+      r.measured.algorithm == d.algorithm && r.measured.precision == d.precision)
+    d.lt_variant = r.measured.variant;
 
   if (s.M == 0 || s.N == 0 || s.K == 0) {
     d.gemm = Gemm::None;  // no product: no BLAS runs, no bias goes through one

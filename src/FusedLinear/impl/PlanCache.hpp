@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <cstring>
+#include <iterator>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -124,11 +125,13 @@ struct PlanKey {
   std::uint64_t alignments;  // log2 of min(256, alignment) of X, W, b, Y, 8 bits each
   double multiplier, slope;
   std::uint64_t partials_limit;
+  std::uint64_t measure_clock;  // Tuning::measure_clock's address (tests): another plan
   std::int32_t algorithm, precision, splits, sm90_kernel;
+  std::int32_t planning, unused;
 
   bool operator==(const PlanKey& o) const { return std::memcmp(this, &o, sizeof *this) == 0; }
 };
-static_assert(sizeof(PlanKey) == 144, "PlanKey has no padding");
+static_assert(sizeof(PlanKey) == 160, "PlanKey has no padding");
 
 inline std::uint64_t alignment_log2(const void* p) {
   const auto a = reinterpret_cast<std::uintptr_t>(p);
@@ -156,6 +159,8 @@ PlanKey plan_key(std::uint64_t instance, const XView& X, const WView& W, const B
   k.algorithm = std::int32_t(options.algorithm), k.precision = std::int32_t(options.precision);
   k.splits = options.tuning.skinny_splits, k.sm90_kernel = options.tuning.sm90_tf32x3_kernel;
   k.partials_limit = options.tuning.tf32x3_partials_limit;
+  k.measure_clock = reinterpret_cast<std::uint64_t>(options.tuning.measure_clock);
+  k.planning = std::int32_t(options.planning);
   return k;
 }
 
@@ -164,6 +169,9 @@ PlanKey plan_key(std::uint64_t instance, const XView& X, const WView& W, const B
 struct CachedPlanBase {
   virtual ~CachedPlanBase() = default;
   std::mutex mutex;
+  /// Captured into a CUDA graph: never evicted (the graph replays its memory), released only
+  /// by release_cached_plans() or Kokkos::finalize. Set and read under the cache's lock.
+  bool pinned = false;
 };
 template <class PlanType, class ExecSpace>
 struct CachedPlan : CachedPlanBase {
@@ -172,8 +180,13 @@ struct CachedPlan : CachedPlanBase {
       : plan(exec, std::forward<Args>(args)...), done(exec, plan.workspace_bytes() > 0) {}
   ~CachedPlan() override {
     // Work enqueued with the plan's workspace may still run: wait for the last call's work
-    // (only that: not the device), then let the memory go.
-    if (Kokkos::is_initialized()) done.wait();
+    // (only that: not the device), then let the memory go. A graph's replays of a pinned plan
+    // are known to no event: the device is waited for.
+    if (!Kokkos::is_initialized()) return;
+    if (pinned)
+      Kokkos::fence();
+    else
+      done.wait();
   }
   PlanType plan;
   CompletionMark<ExecSpace> done;
@@ -193,7 +206,7 @@ class PlanCache {
   /// threads' calls go on meanwhile); the least recently used one goes when the cache is full.
   template <class Cached, class Make>
   std::shared_ptr<Cached> get(const PlanKey& key, Make&& make) {
-    if (auto found = find(key)) return std::static_pointer_cast<Cached>(found);
+    if (auto found = find(key, false)) return std::static_pointer_cast<Cached>(found);
     std::shared_ptr<Cached> made(make());
     std::shared_ptr<CachedPlanBase> evicted;  // released after the lock
     std::lock_guard<std::mutex> lock(m_mutex);
@@ -205,9 +218,14 @@ class PlanCache {
       Kokkos::push_finalize_hook([] { PlanCache::instance().release(true); });
       m_hook_registered = true;
     }
-    if (m_entries.size() == capacity) {
-      evicted = std::move(m_entries.back().second);
-      m_entries.pop_back();
+    if (m_entries.size() >= capacity) {  // the least recently used plan not pinned, if any
+      for (auto it = m_entries.rbegin(); it != m_entries.rend(); ++it) {
+        if (!it->second->pinned) {
+          evicted = std::move(it->second);
+          m_entries.erase(std::next(it).base());
+          break;
+        }
+      }
     }
     m_entries.insert(m_entries.begin(), {key, made});
     return made;
@@ -229,13 +247,20 @@ class PlanCache {
     return m_entries.size();
   }
 
-  static constexpr std::size_t capacity = 32;
+  /// The cached plan for `key`, pinned (for a CUDA graph capture), or nullptr: nothing is made.
+  template <class Cached>
+  std::shared_ptr<Cached> pin(const PlanKey& key) {
+    return std::static_pointer_cast<Cached>(find(key, true));
+  }
+
+  static constexpr std::size_t capacity = 32;  // unpinned plans
 
  private:
-  std::shared_ptr<CachedPlanBase> find(const PlanKey& key) {
+  std::shared_ptr<CachedPlanBase> find(const PlanKey& key, bool pin) {
     std::lock_guard<std::mutex> lock(m_mutex);
     for (std::size_t i = 0; i < m_entries.size(); ++i) {
       if (m_entries[i].first == key) {
+        m_entries[i].second->pinned |= pin;
         std::rotate(m_entries.begin(), m_entries.begin() + i, m_entries.begin() + i + 1);
         return m_entries.front().second;
       }

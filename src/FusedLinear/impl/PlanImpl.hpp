@@ -6,13 +6,16 @@
 #ifndef FUSED_LINEAR_IMPL_PLAN_IMPL_HPP
 #define FUSED_LINEAR_IMPL_PLAN_IMPL_HPP
 
+#include <algorithm>
 #include <cstdint>
 #include <exception>
+#include <limits>
 #include <memory>
 #include <optional>
 #include <stdexcept>
 #include <string>
 #include <type_traits>
+#include <vector>
 
 #include <Kokkos_Core.hpp>
 
@@ -21,6 +24,8 @@
 #include "FusedLinear/impl/Checks.hpp"
 #include "FusedLinear/impl/Dispatch.hpp"
 #include "FusedLinear/impl/Facts.hpp"
+#include "FusedLinear/impl/Planner.hpp"
+#include "FusedLinear/impl/Wisdom.hpp"
 #include "FusedLinear/impl/kernels/EpiloguePasses.hpp"
 #include "FusedLinear/impl/kernels/FusedKernel.hpp"
 #include "FusedLinear/impl/kernels/SkinnyKernel.hpp"
@@ -67,22 +72,31 @@ class PlanImpl {
                         "a plan cannot be made while its stream is being captured "
                         "into a CUDA graph (it allocates): make it before the capture");
     const Facts facts = gather_facts(exec, X, W, b, Y);
-    const Decision d = resolve({options.algorithm, options.precision, multiplier == Scalar(0)},
-                               m_shape, facts, function);
-    m_info.algorithm = d.algorithm;
-    m_info.precision = d.precision;
-    m_info.gemm = d.gemm;
-    m_info.vendor_blas = d.vendor_blas;
-    m_info.note = d.note;
-    m_bias_in_gemm = d.bias_in_gemm;
-    m_region = std::string("FusedLinear[") + to_string(d.algorithm) + "]";
-    if (d.gemm != Gemm::None) make_resources(exec, X, W, b, Y, options, function);
+    // Planning::Measure is a step of its own before the dispatch: it times the candidates (or
+    // finds the choice in wisdom) and hands the fastest to resolve in the request.
+    Request request{options.algorithm, options.precision, multiplier == Scalar(0)};
+    bool from_wisdom = false;
+    if (options.planning == Planning::Measure) {
+      const Measured m = plan_by_measuring(exec, X, W, b, Y, options, facts, request, function);
+      if (m == Measured::Done) return;
+      from_wisdom = m == Measured::FromWisdom;
+    }
+    adopt(resolve(request, m_shape, facts, function));
+    m_info.measured = request.measured.algorithm != Algorithm::Auto;
+    m_info.from_wisdom = from_wisdom;
+    if (m_info.gemm != Gemm::None) make_resources(exec, X, W, b, Y, options, function);
   }
 
   PlanImpl(const PlanImpl&) = delete;
   PlanImpl& operator=(const PlanImpl&) = delete;
+  // Planning::Measure takes the winning candidate's state whole (not rebuilt); the workspace's
+  // View keeps its allocation when moved, so the offsets into it stay valid.
+  PlanImpl(PlanImpl&&) = default;
+  PlanImpl& operator=(PlanImpl&&) = default;
 
   const RunInfo& info() const { return m_info; }
+  /// Planning::Measure: the candidates timed when the plan was made (empty otherwise).
+  const std::vector<Measurement>& measurements() const { return m_measurements; }
   const Shape& shape() const { return m_shape; }
   std::size_t workspace_bytes() const { return m_workspace.size(); }
 
@@ -132,6 +146,135 @@ class PlanImpl {
   }
 
  private:
+  /// Takes the dispatch's decision as the plan's path.
+  void adopt(const Decision& d) {
+    m_info.algorithm = d.algorithm;
+    m_info.precision = d.precision;
+    m_info.gemm = d.gemm;
+    m_info.vendor_blas = d.vendor_blas;
+    m_info.note = d.note;
+    m_bias_in_gemm = d.bias_in_gemm;
+    m_lt_variant = d.lt_variant;
+    m_region = std::string("FusedLinear[") + to_string(d.algorithm) + "]";
+  }
+
+  /// A candidate of Planning::Measure: the path of an explicit decision, set up in full.
+  struct Candidate {};
+  PlanImpl(Candidate, const ExecSpace& exec, const XView& X, const WView& W, const BView& b,
+           const YView& Y, const Shape& shape, const LeakyReLUEpilogue<Scalar>& ep,
+           const Decision& d, int lt_algorithms, const Options& options, const char* function)
+      : m_shape(shape), m_ep(ep) {
+    adopt(d);
+    m_lt_algorithms = lt_algorithms;
+    if (m_info.gemm != Gemm::None) make_resources(exec, X, W, b, Y, options, function);
+  }
+
+  enum class Measured { Nothing, FromWisdom, Done };
+  /// Planning::Measure (Planner.hpp): finds the candidates, then either the process's wisdom
+  /// for them (FromWisdom: `request` then names the remembered choice, which the constructor
+  /// sets up) or times each on the plan's Views and instance, keeps the fastest one's state as
+  /// this plan's and remembers the choice (Done). Nothing where there is nothing to choose.
+  Measured plan_by_measuring(const ExecSpace& exec, const XView& X, const WView& W, const BView& b,
+                             const YView& Y, const Options& options, const Facts& facts,
+                             Request& request, const char* function) {
+    if (m_shape.M == 0 || m_shape.N == 0 || m_shape.K == 0) return Measured::Nothing;
+    const std::vector<Choice> candidates = measure_candidates(request, m_shape, facts, function);
+    if (candidates.size() == 1 && !has_variants(candidates[0])) return Measured::Nothing;
+    const std::string key = wisdom_key(exec, X, W, b, Y, request, options.tuning, candidates);
+    if (const auto known = WisdomStore::instance().find(key)) {
+      // Only a candidate: wisdom edited by hand or for another build must not run a refused path.
+      if (std::any_of(candidates.begin(), candidates.end(),
+                      [&](const Choice& c) { return same_path(c, known->choice); })) {
+        request.measured = known->choice;
+        return Measured::FromWisdom;
+      }
+    }
+    CallTimer<ExecSpace> timer(exec, function);
+    std::vector<Measurement> timed;
+    std::unique_ptr<PlanImpl> best;
+    Choice best_choice;
+    double best_ms = std::numeric_limits<double>::infinity(), spent_ms = 0;
+    for (const Choice& c : candidates) {
+      if (best &&
+          spent_ms > std::max(MeasureRule::budget_calls * best_ms, MeasureRule::budget_min_ms)) {
+        // Past the budget: listed, not timed.
+        timed.push_back(
+            {c.algorithm, c.precision, 0, std::numeric_limits<double>::infinity(), 0, false});
+        continue;
+      }
+      const Decision d =
+          resolve(Request{c.algorithm, c.precision, request.zero_multiplier, Choice{}}, m_shape,
+                  facts, function);
+      std::unique_ptr<PlanImpl> candidate;
+      try {
+        candidate.reset(new PlanImpl(Candidate{}, exec, X, W, b, Y, m_shape, m_ep, d,
+                                     has_variants(c) ? MeasureRule::cublaslt_algorithms : 1,
+                                     options, function));
+      } catch (const std::runtime_error&) {
+        // Its resources cannot be had (memory): listed, not timed.
+        timed.push_back(
+            {c.algorithm, c.precision, 0, std::numeric_limits<double>::infinity(), 0, false});
+        continue;
+      }
+      bool leads = false;
+      for (int v = 0; v < candidate->lt_variants(); ++v) {
+        candidate->select_lt(v);
+        const Timing t = time_candidate(
+            [&](int call) {
+              const double ms = timer([&] { candidate->execute(exec, X, W, b, Y, function); });
+              return options.tuning.measure_clock
+                         ? options.tuning.measure_clock(c.algorithm, c.precision, v, call, ms)
+                         : ms;
+            },
+            best_ms);
+        spent_ms += t.spent_ms;
+        timed.push_back({c.algorithm, c.precision, v, t.ms, t.calls, false});
+        if (t.ms < best_ms) {
+          best_ms = t.ms;
+          best_choice = Choice{c.algorithm, c.precision, v};
+          leads = true;
+        }
+      }
+      if (leads) {
+        candidate->select_lt(best_choice.variant);
+        best = std::move(candidate);  // the previous best goes: every call of it was waited for
+      }
+    }
+    if (!best) return Measured::Nothing;  // none could be set up: the rule's path, or its error
+    for (Measurement& m : timed)
+      m.chosen = m.algorithm == best_choice.algorithm && m.precision == best_choice.precision &&
+                 m.variant == best_choice.variant;
+    WisdomStore::instance().remember(key, {best_choice, best_ms});
+    request.measured = best_choice;
+    const Decision d = resolve(request, m_shape, facts, function);
+    if (d.algorithm != best->m_info.algorithm || d.precision != best->m_info.precision ||
+        d.gemm != best->m_info.gemm || d.bias_in_gemm != best->m_bias_in_gemm)
+      throw std::logic_error("FusedLinear: the measured path differs from its decision");
+    *this = std::move(*best);
+    adopt(d);
+    m_info.measured = true;
+    m_measurements = std::move(timed);
+    return Measured::Done;
+  }
+
+  /// vendor_lt (strict, tf32): cuBLASLt's ranked algorithms the plan holds, and the one it runs.
+  int lt_variants() const {
+#if defined(FUSED_LINEAR_CUBLASLT)
+    if constexpr (lt_possible) {
+      if (m_lt) return m_lt->variants();
+    }
+#endif
+    return 1;
+  }
+  void select_lt(int variant) {
+#if defined(FUSED_LINEAR_CUBLASLT)
+    if constexpr (lt_possible) {
+      if (m_lt) m_lt->select(variant);
+    }
+#endif
+    (void)variant;
+  }
+
   /// What this call's Views must have for the plan's path beyond their extents, where the plan
   /// decided on its own Views' strides or alignment; std::invalid_argument naming `function`
   /// otherwise. (The portable kernels and KokkosBlas::gemm decide per call.)
@@ -229,7 +372,7 @@ class PlanImpl {
       if (a == Algorithm::VendorLt || (m_info.precision == Precision::TF32x3 &&
                                        (a == Algorithm::Vendor || a == Algorithm::VendorPrefill))) {
         m_lt.reset(new Lt(X, W, Y, m_bias_in_gemm, m_info.precision,
-                          options.tuning.tf32x3_partials_limit));
+                          options.tuning.tf32x3_partials_limit, m_lt_algorithms, m_lt_variant));
         m_lt_at = reserve(m_lt->workspace_bytes());
       }
     }
@@ -309,7 +452,9 @@ class PlanImpl {
   Shape m_shape;
   LeakyReLUEpilogue<Scalar> m_ep;
   RunInfo m_info;
+  std::vector<Measurement> m_measurements;
   bool m_bias_in_gemm = false;
+  int m_lt_variant = 0, m_lt_algorithms = 1;  // cuBLASLt's algorithm run, and those held
   std::string m_region;
   Workspace m_workspace;
   unsigned char* m_base = nullptr;

@@ -58,7 +58,8 @@ struct LtProblem {
 /// the heuristic query costs more than a small product).
 class LtPlan {
  public:
-  LtPlan(cublasLtHandle_t handle, const LtProblem& p) {
+  /// `algorithms`: how many of the heuristic's ranked algorithms to hold (1: its first).
+  LtPlan(cublasLtHandle_t handle, const LtProblem& p, int algorithms = 1) {
     const cudaDataType_t type = p.is_double ? CUDA_R_64F : CUDA_R_32F;
     const cublasComputeType_t compute =
         p.is_double ? CUBLAS_COMPUTE_64F
@@ -112,25 +113,41 @@ class LtPlan {
                                          sizeof(ac));
     cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, &ac,
                                          sizeof(ac));
-    // The heuristic's first choice. (Timing its first 8 candidates once per shape found none
-    // faster by more than 0.3% at 1024x8192x8192 on an H200: not worth a synchronising call.)
-    cublasLtMatmulHeuristicResult_t result{};
+    // The heuristic's ranked algorithms: its first choice alone unless Planning::Measure times
+    // the first few (Planner.hpp). (Timing its first 8 once at 1024x8192x8192 on an H200 found
+    // none faster by more than 0.3%; PyTorch's own cuBLASLt call was 1.6% ahead at
+    // 4096x4096x11008, issue 21.)
+    cublasLtMatmulHeuristicResult_t results[max_algorithms] = {};
+    const int asked = std::max(1, std::min(algorithms, max_algorithms));
     int found = 0;
-    const cublasStatus_t s =
-        cublasLtMatmulAlgoGetHeuristic(handle, m_op, m_a, m_b, m_c, m_c, pref, 1, &result, &found);
+    const cublasStatus_t s = cublasLtMatmulAlgoGetHeuristic(handle, m_op, m_a, m_b, m_c, m_c, pref,
+                                                            asked, results, &found);
     cublasLtMatmulPreferenceDestroy(pref);
-    if (s != CUBLAS_STATUS_SUCCESS || found == 0) {
+    for (int i = 0; s == CUBLAS_STATUS_SUCCESS && i < found && i < asked; ++i) {
+      if (results[i].state != CUBLAS_STATUS_SUCCESS) continue;
+      m_algos[m_count] = results[i].algo;
+      m_sizes[m_count] = results[i].workspaceSize;
+      ++m_count;
+    }
+    if (s != CUBLAS_STATUS_SUCCESS || m_count == 0) {
       destroy();
       cublaslt_fail("find an algorithm for this product", int(s));
     }
-    m_algo = result.algo;
-    m_workspace = result.workspaceSize;
   }
   ~LtPlan() { destroy(); }
   LtPlan(const LtPlan&) = delete;
   LtPlan& operator=(const LtPlan&) = delete;
 
-  std::size_t workspace_bytes() const { return m_workspace; }
+  /// Workspace for any of the algorithms held (so that select() needs no other).
+  std::size_t workspace_bytes() const {
+    std::size_t bytes = 0;
+    for (int i = 0; i < m_count; ++i) bytes = std::max(bytes, m_sizes[i]);
+    return bytes;
+  }
+  /// The heuristic's algorithms held, in its order, and which one run() uses (0: its first;
+  /// clamped to those held).
+  int algorithms() const { return m_count; }
+  void select(int i) { m_chosen = std::max(0, std::min(i, m_count - 1)); }
   /// Enqueues the product on `stream` (`workspace`: workspace_bytes() on that stream; `bias`:
   /// the bias vector when the plan has the bias epilogue).
   void run(cublasLtHandle_t handle, cudaStream_t stream, const void* alpha, const void* A,
@@ -139,12 +156,14 @@ class LtPlan {
       lt_check(cublasLtMatmulDescSetAttribute(m_op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias,
                                               sizeof(bias)),
                "set the bias pointer");
-    lt_check(cublasLtMatmul(handle, m_op, alpha, A, m_a, B, m_b, beta, C, m_c, C, m_c, &m_algo,
-                            workspace, m_workspace, stream),
+    lt_check(cublasLtMatmul(handle, m_op, alpha, A, m_a, B, m_b, beta, C, m_c, C, m_c,
+                            &m_algos[m_chosen], workspace, m_sizes[m_chosen], stream),
              "run the product");
   }
 
   static constexpr std::uint64_t workspace_limit = std::uint64_t(32) << 20;
+  /// The most of the heuristic's algorithms a plan holds.
+  static constexpr int max_algorithms = 8;
 
  private:
   void destroy() {
@@ -157,8 +176,9 @@ class LtPlan {
   }
   cublasLtMatmulDesc_t m_op = nullptr;
   cublasLtMatrixLayout_t m_a = nullptr, m_b = nullptr, m_c = nullptr;
-  cublasLtMatmulAlgo_t m_algo{};
-  std::size_t m_workspace = 0;
+  cublasLtMatmulAlgo_t m_algos[max_algorithms] = {};
+  std::size_t m_sizes[max_algorithms] = {};
+  int m_count = 0, m_chosen = 0;
 };
 
 /// A cuBLASLt handle, owned (made and destroyed) by one plan.

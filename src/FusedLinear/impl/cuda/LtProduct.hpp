@@ -94,12 +94,16 @@ class LtProduct {
  public:
   /// For the Views a plan is made with; throws std::runtime_error if cuBLASLt finds no kernel.
   /// The plan's workspace is 256-byte aligned.
+  /// `algorithms`, `variant` (strict and tf32): hold the heuristic's first `algorithms` ranked
+  /// algorithms (Planning::Measure times them) and run the `variant`-th (0: its first choice).
   template <class XView, class WView, class YView>
   LtProduct(const XView& X, const WView& W, const YView& Y, bool bias, Precision precision,
-            std::size_t partials_limit)
+            std::size_t partials_limit, int algorithms = 1, int variant = 0)
       : m_precision(precision), m_M(Y.extent(0)), m_N(Y.extent(1)), m_K(X.extent(1)) {
     if (precision != Precision::TF32x3) {
-      m_main.reset(new Planned(m_handle, call_of(X, W, Y, bias)));
+      m_main.reset(
+          new Planned(m_handle, call_of(X, W, Y, bias), std::max(algorithms, variant + 1)));
+      m_main->plan.select(variant);
       m_workspace = m_main->plan.workspace_bytes();
       return;
     }
@@ -122,8 +126,15 @@ class LtProduct {
                                          m_ranges_product->plan.workspace_bytes());
   }
 
-  /// Bytes of device workspace run() needs.
+  /// Bytes of device workspace run() needs (with any of the algorithms held).
   std::size_t workspace_bytes() const { return m_workspace; }
+
+  /// cuBLASLt's algorithms held for the product (1 in 3xtf32, whose several products keep the
+  /// heuristic's first), and which one runs.
+  int variants() const { return m_precision != Precision::TF32x3 ? m_main->plan.algorithms() : 1; }
+  void select(int variant) {
+    if (m_precision != Precision::TF32x3) m_main->plan.select(variant);
+  }
 
   /// Why run() cannot take these Views (their leading dimensions or alignment differ from
   /// those the plan was made for: cuBLASLt's kernel was chosen for them), or nullptr.
@@ -181,7 +192,8 @@ class LtProduct {
 
  private:
   struct Planned {
-    Planned(const LtHandle& handle, const LtCall& c) : call(c), plan(handle.get(), c.problem) {}
+    Planned(const LtHandle& handle, const LtCall& c, int algorithms = 1)
+        : call(c), plan(handle.get(), c.problem, algorithms) {}
     LtCall call;
     LtPlan plan;
   };

@@ -1,0 +1,189 @@
+// SPDX-License-Identifier: Apache-2.0
+/// \file Planner.hpp
+/// Planning::Measure, the step before the dispatch: which paths to time (the candidates `auto`
+/// may choose from, found by asking the pure Impl::resolve), how long to time each, and the
+/// timer. The plan (PlanImpl.hpp) runs the candidates; the fastest enters Impl::resolve as
+/// Request::measured, so the dispatch stays a pure function of its inputs.
+#ifndef FUSED_LINEAR_IMPL_PLANNER_HPP
+#define FUSED_LINEAR_IMPL_PLANNER_HPP
+
+#include <algorithm>
+#include <limits>
+#include <stdexcept>
+#include <type_traits>
+#include <vector>
+
+#include <Kokkos_Core.hpp>
+
+#include "FusedLinear/Types.hpp"
+#include "FusedLinear/impl/Dispatch.hpp"
+#include "FusedLinear/impl/cuda/Device.hpp"
+
+namespace FusedLinear {
+namespace Impl {
+
+/// How long Planning::Measure times a candidate (docs/design/dispatch.md, "Planning").
+struct MeasureRule {
+  /// Timed calls after the warm-up call (which loads kernels, fills caches and the cuBLASLt
+  /// handle's state): at most this many, fewer once they add up to `enough_ms` (one call of a
+  /// large layer varies by well under 1%); a candidate's time is their minimum, the least
+  /// disturbed, as FFTW takes it.
+  static constexpr int timed_calls = 3;
+  static constexpr double enough_ms = 2.0;
+  /// A candidate whose warm-up call took more than this multiple of the best time so far, plus
+  /// the slack (a first launch may load a module), gets no timed call: it cannot win.
+  static constexpr double warmup_drop_factor = 2.0;
+  static constexpr double warmup_drop_slack_ms = 0.5;
+  /// A candidate whose first timed call is this much slower than the best so far gets no more.
+  static constexpr double first_call_drop_factor = 1.25;
+  /// vendor_lt in strict or tf32: cuBLASLt's first ranked algorithms timed, each a candidate.
+  static constexpr int cublaslt_algorithms = 4;
+  /// The whole measurement's bound: once the timed calls add up to this many calls of the best
+  /// candidate so far, and to at least `budget_min_ms` (small layers: a first launch alone can
+  /// cost hundreds of their calls), the rest are not timed (they come last: the slower
+  /// arithmetic).
+  static constexpr double budget_calls = 20;
+  static constexpr double budget_min_ms = 5.0;
+};
+
+inline bool same_path(const Choice& a, const Choice& b) {
+  return a.algorithm == b.algorithm && a.precision == b.precision;
+}
+
+/// Whether a path has variants of its own to time: cuBLASLt's ranked algorithms for vendor_lt's
+/// single product (strict, tf32; 3xtf32's several products keep the heuristic's first).
+inline bool has_variants(const Choice& c) {
+  return c.algorithm == Algorithm::VendorLt && c.precision != Precision::TF32x3;
+}
+
+/// The paths Planning::Measure times for a request: under Algorithm::Auto every explicit
+/// algorithm at every precision that meets the floor and that resolve serves for these facts
+/// (refusals caught), each path once (a fallback such as vendor_lt running vendor is that
+/// path), the rule's own choice first; under an explicit algorithm, that path alone. Throws as
+/// resolve does where the request itself is refused. Pure, like resolve.
+inline std::vector<Choice> measure_candidates(const Request& request, const Shape& s,
+                                              const Facts& f, const char* function) {
+  std::vector<Choice> out;
+  const auto add = [&out](const Decision& d) {
+    const Choice c{d.algorithm, d.precision, 0};
+    if (std::none_of(out.begin(), out.end(), [&](const Choice& o) { return same_path(o, c); }))
+      out.push_back(c);
+  };
+  Request rule = request;
+  rule.measured = Choice{};
+  add(resolve(rule, s, f, function));
+  if (request.algorithm != Algorithm::Auto) return out;
+  // The floor's own precision first, the more accurate (slower) ones after: where the budget
+  // runs out, what is left untimed is what is least likely to win.
+  for (const Precision p : {Precision::TF32, Precision::TF32x3, Precision::Strict}) {
+    if (!meets_floor(p, request.precision)) continue;
+    for (const Algorithm a : all_algorithms) {
+      if (a == Algorithm::Auto) continue;
+      try {
+        add(resolve(Request{a, p, request.zero_multiplier, Choice{}}, s, f, function));
+      } catch (const std::invalid_argument&) {
+        // Refused for these Views, this build or device: not a candidate.
+      }
+    }
+  }
+  return out;
+}
+
+/// One candidate's timing: its time (ms) and the calls it ran, the warm-up included.
+struct Timing {
+  double ms = std::numeric_limits<double>::infinity();
+  int calls = 0;
+  double spent_ms = 0;  // all its calls, the warm-up included
+};
+
+/// Times one candidate against the best time so far (infinity for the first), by
+/// MeasureRule: `call(i)` runs the i-th call (0: the warm-up) and returns its milliseconds.
+/// At most 1 + MeasureRule::timed_calls calls; one where the warm-up shows it cannot win, two
+/// where the first timed call does or takes MeasureRule::enough_ms. A dropped candidate's time
+/// is the call that dropped it (always behind the best).
+template <class Call>
+Timing time_candidate(Call&& call, double best_ms) {
+  Timing t;
+  const double warmup = call(0);
+  t.calls = 1;
+  t.spent_ms = warmup;
+  if (warmup > MeasureRule::warmup_drop_factor * best_ms + MeasureRule::warmup_drop_slack_ms) {
+    t.ms = warmup;
+    return t;
+  }
+  double total = 0;
+  for (int i = 1; i <= MeasureRule::timed_calls; ++i) {
+    const double ms = call(i);
+    ++t.calls;
+    t.ms = std::min(t.ms, ms);
+    total += ms;
+    t.spent_ms += ms;
+    if (total >= MeasureRule::enough_ms) break;
+    if (i == 1 && ms > MeasureRule::first_call_drop_factor * best_ms) break;
+  }
+  return t;
+}
+
+/// Milliseconds of work enqueued on an execution space instance: on CUDA events recorded on the
+/// instance's stream around it (the device's time, launch gaps included); elsewhere a
+/// Kokkos::Timer between fences of the instance. Each call waits for its work. Not for use
+/// under CUDA graph capture (plans refuse to be made then).
+template <class ExecSpace>
+class CallTimer {
+ public:
+  CallTimer(const ExecSpace& exec, const char* function) : m_exec(exec) {
+#if defined(KOKKOS_ENABLE_CUDA)
+    if constexpr (std::is_same<ExecSpace, Kokkos::Cuda>::value) {
+      cuda_check(cudaEventCreate(&m_start), function, "create an event to time the candidates");
+      if (cudaEventCreate(&m_stop) != cudaSuccess) {
+        cudaEventDestroy(m_start);
+        throw std::runtime_error(std::string(function) +
+                                 ": cannot create an event to time the candidates");
+      }
+      m_function = function;
+    }
+#endif
+    (void)function;
+  }
+  ~CallTimer() {
+#if defined(KOKKOS_ENABLE_CUDA)
+    if (m_start) cudaEventDestroy(m_start);
+    if (m_stop) cudaEventDestroy(m_stop);
+#endif
+  }
+  CallTimer(const CallTimer&) = delete;
+  CallTimer& operator=(const CallTimer&) = delete;
+
+  template <class Work>
+  double operator()(Work&& work) {
+#if defined(KOKKOS_ENABLE_CUDA)
+    if constexpr (std::is_same<ExecSpace, Kokkos::Cuda>::value) {
+      const cudaStream_t stream = m_exec.cuda_stream();
+      cuda_check(cudaEventRecord(m_start, stream), m_function, "record an event");
+      work();
+      cuda_check(cudaEventRecord(m_stop, stream), m_function, "record an event");
+      cuda_check(cudaEventSynchronize(m_stop), m_function, "wait for a timed candidate");
+      float ms = 0;
+      cuda_check(cudaEventElapsedTime(&ms, m_start, m_stop), m_function, "read an event timer");
+      return double(ms);
+    }
+#endif
+    m_exec.fence();
+    Kokkos::Timer timer;
+    work();
+    m_exec.fence();
+    return timer.seconds() * 1e3;
+  }
+
+ private:
+  ExecSpace m_exec;
+#if defined(KOKKOS_ENABLE_CUDA)
+  cudaEvent_t m_start = nullptr, m_stop = nullptr;
+  const char* m_function = "";
+#endif
+};
+
+}  // namespace Impl
+}  // namespace FusedLinear
+
+#endif

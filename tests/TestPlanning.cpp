@@ -1,0 +1,559 @@
+// SPDX-License-Identifier: Apache-2.0
+// Planning::Measure and wisdom (issue 21): the candidates Measure times (pure, under hand-made
+// facts), the measured choice entering the pure dispatch, the timing rule; measured plans under
+// a fake clock (Tuning::measure_clock) pick the fastest candidate, list every candidate, compute
+// right and never run a refused path; with the real clock they compute right and leave the
+// inputs alone; wisdom: a second plan measures nothing, the text round trip, malformed input
+// refused with nothing changed, imported choices used (and ignored where they are not
+// candidates).
+#include <algorithm>
+#include <map>
+#include <set>
+#include <sstream>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "TestHelpers.hpp"
+
+namespace {
+
+using namespace FusedLinearTest;
+using FusedLinear::Measurement;
+using FusedLinear::Planning;
+using Impl::Choice;
+using Impl::Facts;
+using Impl::Request;
+using Impl::Shape;
+using P = Problem<ExecSpace, float, Kokkos::LayoutRight>;
+using PlanType = FusedLinear::Plan<ExecSpace, P::Matrix, P::Matrix, P::Vector, P::Matrix>;
+
+constexpr const char* fn = "FusedLinear::test";
+
+// ------------------------------------------------------------------ hand-made facts
+
+Facts host_optimized() {
+  Facts f;
+  f.backend = Impl::Backend::Host;
+  f.blas = Gemm::HostBlas;
+  f.host_blas = Impl::HostBlas::Optimized;
+  f.cublaslt = f.cublaslt_bias = false;
+  f.sm90_tf32x3 = f.sm90_skinny = "is not in this build";
+  return f;
+}
+Facts hopper() {
+  Facts f;
+  f.backend = Impl::Backend::Cuda;
+  f.blas = Gemm::Cublas;
+  f.cublaslt = f.cublaslt_bias = true;
+  f.sm90_tf32x3 = f.sm90_skinny = nullptr;
+  f.multiprocessors = 132;
+  return f;
+}
+
+using PathSet = std::set<std::pair<Algorithm, Precision>>;
+PathSet paths_of(const std::vector<Choice>& cs) {
+  PathSet out;
+  for (const Choice& c : cs) out.insert({c.algorithm, c.precision});
+  return out;
+}
+PathSet strict_paths(std::initializer_list<Algorithm> as) {
+  PathSet out;
+  for (Algorithm a : as) out.insert({a, Precision::Strict});
+  return out;
+}
+
+// Measure times every path the dispatch serves at a precision meeting the floor, each once,
+// the rule's choice first; refused and duplicate (fallback) paths are not candidates.
+TEST(Planning, CandidatesAreThePathsTheDispatchServes) {
+  const Shape host_shape{37, 300, 70};
+  const auto host = Impl::measure_candidates({Algorithm::Auto, Precision::Strict, false},
+                                             host_shape, host_optimized(), fn);
+  EXPECT_EQ(paths_of(host), strict_paths({Algorithm::Fused, Algorithm::FusedSkinny,
+                                          Algorithm::Vendor, Algorithm::VendorPrefill}));
+  EXPECT_EQ(host.size(), 4u) << "each path once (vendor_lt runs vendor on the host)";
+  EXPECT_EQ(host[0].algorithm, Algorithm::Fused) << "the rule's choice first";
+  // No path computes tf32 on the host: the floor gives strict paths only.
+  EXPECT_EQ(paths_of(Impl::measure_candidates({Algorithm::Auto, Precision::TF32, false}, host_shape,
+                                              host_optimized(), fn)),
+            paths_of(host));
+  // Multiplier 0: vendor_prefill runs vendor, so it is no candidate of its own.
+  EXPECT_EQ(paths_of(Impl::measure_candidates({Algorithm::Auto, Precision::Strict, true},
+                                              host_shape, host_optimized(), fn)),
+            strict_paths({Algorithm::Fused, Algorithm::FusedSkinny, Algorithm::Vendor}));
+
+  const Shape big{1024, 8192, 8192};
+  const PathSet strict =
+      strict_paths({Algorithm::Vendor, Algorithm::VendorPrefill, Algorithm::VendorLt,
+                    Algorithm::Fused, Algorithm::FusedSkinny, Algorithm::SkinnySm90});
+  const auto s =
+      Impl::measure_candidates({Algorithm::Auto, Precision::Strict, false}, big, hopper(), fn);
+  EXPECT_EQ(paths_of(s), strict);
+  EXPECT_EQ(s[0].algorithm, Algorithm::VendorLt);
+  PathSet x3 = strict;
+  for (Algorithm a :
+       {Algorithm::Vendor, Algorithm::VendorPrefill, Algorithm::VendorLt, Algorithm::FusedSm90})
+    x3.insert({a, Precision::TF32x3});
+  const auto t3 =
+      Impl::measure_candidates({Algorithm::Auto, Precision::TF32x3, false}, big, hopper(), fn);
+  EXPECT_EQ(paths_of(t3), x3);
+  EXPECT_EQ(t3[0].algorithm, Algorithm::FusedSm90);
+  PathSet tf = x3;
+  for (Algorithm a : {Algorithm::Vendor, Algorithm::VendorPrefill, Algorithm::VendorLt})
+    tf.insert({a, Precision::TF32});
+  const auto t1 =
+      Impl::measure_candidates({Algorithm::Auto, Precision::TF32, false}, big, hopper(), fn);
+  EXPECT_EQ(paths_of(t1), tf);
+  EXPECT_EQ(t1[0].algorithm, Algorithm::VendorLt);
+  EXPECT_EQ(t1[0].precision, Precision::TF32);
+
+  // Each candidate is served as an explicit request, as the path it is, at the floor or above.
+  for (Precision floor : all_precisions)
+    for (const Choice& c :
+         Impl::measure_candidates({Algorithm::Auto, floor, false}, big, hopper(), fn)) {
+      const Impl::Decision d = Impl::resolve({c.algorithm, c.precision, false}, big, hopper(), fn);
+      EXPECT_EQ(d.algorithm, c.algorithm);
+      EXPECT_EQ(d.precision, c.precision);
+      EXPECT_TRUE(Impl::meets_floor(c.precision, floor));
+    }
+  // An explicit request is its own single candidate; a refused request is refused.
+  const auto one =
+      Impl::measure_candidates({Algorithm::VendorLt, Precision::Strict, false}, big, hopper(), fn);
+  ASSERT_EQ(one.size(), 1u);
+  EXPECT_EQ(one[0].algorithm, Algorithm::VendorLt);
+  EXPECT_THROW(
+      Impl::measure_candidates({Algorithm::FusedSm90, Precision::Strict, false}, big, hopper(), fn),
+      std::invalid_argument);
+  Facts doubles = hopper();
+  doubles.float_views = false;
+  EXPECT_THROW(
+      Impl::measure_candidates({Algorithm::Auto, Precision::TF32, false}, big, doubles, fn),
+      std::invalid_argument);
+}
+
+// The measured choice enters the dispatch as part of the request: resolve runs it, checked as an
+// explicit request, so a refused or too-inaccurate choice is refused, never run.
+TEST(Planning, MeasuredChoiceEntersThePureDispatch) {
+  const Shape s{37, 300, 70};
+  const auto with = [](Request r, Algorithm a, Precision p, int variant = 0) {
+    r.measured = Choice{a, p, variant};
+    return r;
+  };
+  const Request strict{Algorithm::Auto, Precision::Strict, false};
+  const Impl::Decision d =
+      Impl::resolve(with(strict, Algorithm::Vendor, Precision::Strict), s, host_optimized(), fn);
+  EXPECT_EQ(d.algorithm, Algorithm::Vendor);
+  EXPECT_EQ(d.gemm, Gemm::HostBlas);
+  EXPECT_TRUE(d.note.empty()) << d.note;
+  // Under a tf32 floor a strict choice says so.
+  const Request tf32{Algorithm::Auto, Precision::TF32, false};
+  const Impl::Decision floor =
+      Impl::resolve(with(tf32, Algorithm::Vendor, Precision::Strict), s, hopper(), fn);
+  EXPECT_EQ(floor.precision, Precision::Strict);
+  EXPECT_TRUE(contains(floor.note, "floor")) << floor.note;
+  EXPECT_TRUE(contains(floor.note, "measured")) << floor.note;
+  // Refused: a path this build cannot run, a precision below the floor.
+  EXPECT_THROW(Impl::resolve(with(strict, Algorithm::SkinnySm90, Precision::Strict), s,
+                             host_optimized(), fn),
+               std::invalid_argument);
+  EXPECT_THROW(Impl::resolve(with(strict, Algorithm::VendorLt, Precision::TF32), s, hopper(), fn),
+               std::invalid_argument);
+  // cuBLASLt's variant reaches the decision for vendor_lt's single product only.
+  EXPECT_EQ(Impl::resolve(with(strict, Algorithm::VendorLt, Precision::Strict, 2), s, hopper(), fn)
+                .lt_variant,
+            2);
+  const Request x3{Algorithm::Auto, Precision::TF32x3, false};
+  EXPECT_EQ(Impl::resolve(with(x3, Algorithm::VendorLt, Precision::TF32x3, 2), s, hopper(), fn)
+                .lt_variant,
+            0);
+  const Request explicit_lt{Algorithm::VendorLt, Precision::Strict, false};
+  EXPECT_EQ(
+      Impl::resolve(with(explicit_lt, Algorithm::VendorLt, Precision::Strict, 3), s, hopper(), fn)
+          .lt_variant,
+      3);
+  EXPECT_EQ(Impl::resolve(strict, s, hopper(), fn).lt_variant, 0);
+}
+
+// The timing rule: a warm-up, then timed calls whose minimum counts; a candidate that cannot win
+// is dropped early.
+TEST(Planning, TimingRule) {
+  using Rule = Impl::MeasureRule;
+  const auto run = [](std::vector<double> times, double best) {
+    std::vector<int> asked;
+    const Impl::Timing t = Impl::time_candidate(
+        [&](int call) {
+          asked.push_back(call);
+          return times.at(std::size_t(call));
+        },
+        best);
+    EXPECT_EQ(int(asked.size()), t.calls);
+    for (std::size_t i = 0; i < asked.size(); ++i) EXPECT_EQ(asked[i], int(i));
+    return t;
+  };
+  const double inf = std::numeric_limits<double>::infinity();
+  Impl::Timing t = run({0.9, 0.2, 0.15, 0.3}, inf);  // the first candidate: every call
+  EXPECT_EQ(t.calls, 1 + Rule::timed_calls);
+  EXPECT_EQ(t.ms, 0.15);
+  t = run({3.0, 2.5}, inf);  // a long call is enough alone
+  EXPECT_GE(2.5, Rule::enough_ms);
+  EXPECT_EQ(t.calls, 2);
+  EXPECT_EQ(t.ms, 2.5);
+  t = run({3.0}, 1.0);  // warm-up over 2 x 1.0 + 0.5: dropped after it
+  EXPECT_EQ(t.calls, 1);
+  EXPECT_EQ(t.ms, 3.0);
+  t = run({0.2, 0.13, 0.01}, 0.1);  // first timed call over 1.25 x the best: dropped
+  EXPECT_EQ(t.calls, 2);
+  EXPECT_EQ(t.ms, 0.13);
+  t = run({0.1, 0.11, 0.09, 0.095}, 0.1);  // close: timed in full, and faster
+  EXPECT_EQ(t.calls, 1 + Rule::timed_calls);
+  EXPECT_EQ(t.ms, 0.09);
+}
+
+TEST(Planning, Names) {
+  EXPECT_STREQ(FusedLinear::to_string(Planning::Estimate), "estimate");
+  EXPECT_STREQ(FusedLinear::to_string(Planning::Measure), "measure");
+  EXPECT_EQ(FusedLinear::planning_from_string("measure"), Planning::Measure);
+  EXPECT_THROW(FusedLinear::planning_from_string("patient"), std::invalid_argument);
+  EXPECT_EQ(Options().planning, Planning::Estimate) << "Estimate is the default";
+}
+
+// ------------------------------------------------------------------ the fake clock
+
+/// The clock Tuning::measure_clock points at: each path's time from `times` (default 10 ms),
+/// plus 0.01 ms per cuBLASLt variant; counts the calls it times.
+struct FakeClock {
+  static inline std::map<std::pair<Algorithm, Precision>, double> times;
+  static inline int calls = 0;
+  static double time(Algorithm a, Precision p, int variant, int call, double measured) {
+    (void)call;
+    EXPECT_GE(measured, 0.0);
+    ++calls;
+    const auto it = times.find({a, p});
+    return (it == times.end() ? 10.0 : it->second) + 0.01 * variant;
+  }
+};
+
+Options measured(Precision p = Precision::Strict, bool fake = true) {
+  Options o(Algorithm::Auto, p);
+  o.planning = Planning::Measure;
+  if (fake) o.tuning.measure_clock = &FakeClock::time;
+  return o;
+}
+
+std::vector<Choice> candidates_for(const P& p, Precision floor, bool zero = false) {
+  return Impl::measure_candidates({Algorithm::Auto, floor, zero}, Shape{p.M, p.K, p.N},
+                                  facts_of(ExecSpace(), p.X, p.W, p.b, p.Y), fn);
+}
+
+/// Checks what a measured plan lists: every candidate (every cuBLASLt variant of vendor_lt),
+/// each served by this build and meeting the floor, one chosen (the path the plan runs), and
+/// that the clock was asked at most 1 + timed_calls times per entry.
+void expect_measurements(const PlanType& plan, const P& p, Precision floor, int clock_calls) {
+  const auto& ms = plan.measurements();
+  const auto want = candidates_for(p, floor);
+  EXPECT_EQ(paths_of([&] {
+              std::vector<Choice> c;
+              for (const Measurement& m : ms) c.push_back({m.algorithm, m.precision, m.variant});
+              return c;
+            }()),
+            paths_of(want));
+  const Facts f = facts_of(ExecSpace(), p.X, p.W, p.b, p.Y);
+  int chosen = 0, calls = 0;
+  for (const Measurement& m : ms) {
+    const std::string what = std::string(FusedLinear::to_string(m.algorithm)) + "/" +
+                             FusedLinear::to_string(m.precision) + " #" + std::to_string(m.variant);
+    EXPECT_TRUE(serves(options(m.algorithm, m.precision), f, Shape{p.M, p.K, p.N})) << what;
+    EXPECT_TRUE(Impl::meets_floor(m.precision, floor)) << what;
+    EXPECT_GE(m.calls, 1) << what;
+    EXPECT_LE(m.calls, 1 + Impl::MeasureRule::timed_calls) << what;
+    calls += m.calls;
+    if (m.chosen) {
+      ++chosen;
+      EXPECT_EQ(m.algorithm, plan.info().algorithm) << what;
+      EXPECT_EQ(m.precision, plan.info().precision) << what;
+      for (const Measurement& other : ms) EXPECT_LE(m.ms, other.ms) << what;
+    }
+  }
+  EXPECT_EQ(chosen, 1);
+  if (clock_calls >= 0) EXPECT_EQ(calls, clock_calls) << "every timed call went through the clock";
+}
+
+// A measured plan runs the fastest candidate, whichever it is; lists them all; computes right.
+TEST(Planning, MeasuredPlanPicksTheFastestCandidate) {
+  P p(37, 300, 70, 11);
+  for (Precision floor : all_precisions) {
+    const auto cands = candidates_for(p, floor);
+    ASSERT_FALSE(cands.empty());
+    for (std::size_t target = 0; target < cands.size(); ++target) {
+      FusedLinear::forget_wisdom();
+      FakeClock::times.clear();
+      for (std::size_t i = 0; i < cands.size(); ++i)
+        FakeClock::times[{cands[i].algorithm, cands[i].precision}] =
+            i == target ? 1.0 : 1.5 + 0.25 * double(i);
+      FakeClock::calls = 0;
+      PlanType plan(ExecSpace(), p.X, p.W, p.b, p.Y, 2.f, 0.1f, measured(floor));
+      const RunInfo& info = plan.info();
+      const std::string what = describe(measured(floor), info);
+      EXPECT_TRUE(info.measured) << what;
+      EXPECT_FALSE(info.from_wisdom) << what;
+      EXPECT_EQ(info.algorithm, cands[target].algorithm) << what;
+      EXPECT_EQ(info.precision, cands[target].precision) << what;
+      if (info.precision != floor) EXPECT_TRUE(contains(info.note, "floor")) << what;
+      EXPECT_GT(FakeClock::calls, 0);
+      expect_measurements(plan, p, floor, FakeClock::calls);
+      p.poison();
+      plan.execute(p.X, p.W, p.b, p.Y);
+      EXPECT_TRUE(matches_reference(p, 2, 0.1, p.Y, product_rounding(info, p.K))) << what;
+    }
+  }
+  FusedLinear::forget_wisdom();
+}
+
+// With the real clock: measured plans compute right at shapes of every regime, for every floor,
+// and measuring (which runs the candidates on the plan's Views) leaves X, W and b unchanged.
+TEST(Planning, MeasuredPlansComputeRightAndLeaveTheInputs) {
+  for (auto shape : {std::array<std::int64_t, 3>{1, 64, 33},
+                     {37, 300, 70},
+                     {130, 129, 65},
+                     {0, 8, 8},
+                     {8, 0, 8}}) {
+    P p(shape[0], shape[1], shape[2], 12);
+    for (Precision floor : all_precisions) {
+      FusedLinear::forget_wisdom();
+      const HostInputs before = p.inputs();
+      PlanType plan(ExecSpace(), p.X, p.W, p.b, p.Y, -1.5f, 0.2f, measured(floor, false));
+      const HostInputs after = p.inputs();
+      EXPECT_EQ(before.X, after.X);
+      EXPECT_EQ(before.W, after.W);
+      EXPECT_EQ(before.b, after.b);
+      const RunInfo& info = plan.info();
+      const std::string what = describe(measured(floor), info) + " at " + std::to_string(p.M) +
+                               "x" + std::to_string(p.K) + "x" + std::to_string(p.N);
+      const bool empty = p.M == 0 || p.N == 0 || p.K == 0;
+      EXPECT_EQ(info.measured, !empty) << what;
+      EXPECT_EQ(plan.measurements().empty(), empty) << what;
+      if (!empty) expect_measurements(plan, p, floor, -1);
+      if (!empty && floor == Precision::Strict) {
+        std::printf("[ info     ] %s measured:", what.c_str());
+        for (const Measurement& m : plan.measurements())
+          std::printf(" %s/%s#%d %.4f ms (%d calls)%s;", FusedLinear::to_string(m.algorithm),
+                      FusedLinear::to_string(m.precision), m.variant, m.ms, m.calls,
+                      m.chosen ? " chosen" : "");
+        std::printf("\n");
+      }
+      for (const Measurement& m : plan.measurements())
+        EXPECT_TRUE(m.calls == 0 || m.ms >= 0) << what;
+      for (int round = 0; round < 2; ++round) {
+        p.randomize(100 + std::uint64_t(round));
+        p.poison();
+        plan.execute(p.X, p.W, p.b, p.Y);
+        EXPECT_TRUE(matches_reference(p, -1.5, double(0.2f), p.Y, product_rounding(info, p.K)))
+            << what;
+      }
+    }
+  }
+  FusedLinear::forget_wisdom();
+}
+
+// Estimate (the default) measures nothing; an explicit algorithm with nothing to choose between
+// (no cuBLASLt variants) measures nothing either.
+TEST(Planning, EstimateAndExplicitPathsMeasureNothing) {
+  P p(37, 300, 70, 13);
+  FusedLinear::forget_wisdom();
+  FakeClock::calls = 0;
+  Options estimate(Algorithm::Auto);
+  estimate.tuning.measure_clock = &FakeClock::time;
+  PlanType plain(ExecSpace(), p.X, p.W, p.b, p.Y, 2.f, 0.1f, estimate);
+  EXPECT_FALSE(plain.info().measured);
+  EXPECT_TRUE(plain.measurements().empty());
+  Options fused = measured();
+  fused.algorithm = Algorithm::Fused;
+  PlanType explicit_plan(ExecSpace(), p.X, p.W, p.b, p.Y, 2.f, 0.1f, fused);
+  EXPECT_FALSE(explicit_plan.info().measured);
+  EXPECT_EQ(explicit_plan.info().algorithm, Algorithm::Fused);
+  EXPECT_EQ(FakeClock::calls, 0);
+  EXPECT_EQ(FusedLinear::wisdom_size(), 0u);
+}
+
+// ------------------------------------------------------------------ wisdom
+
+std::string exported() {
+  std::ostringstream os;
+  FusedLinear::export_wisdom(os);
+  return os.str();
+}
+void import_text(const std::string& text) {
+  std::istringstream is(text);
+  FusedLinear::import_wisdom(is);
+}
+
+// A second plan of the same kind measures nothing and runs the remembered choice; the wisdom
+// survives a text round trip; a plan made from imported wisdom times nothing and runs the
+// imported choice.
+TEST(Planning, WisdomRoundTrip) {
+  P p(37, 300, 70, 14);
+  const auto cands = candidates_for(p, Precision::Strict);
+  ASSERT_GE(cands.size(), 2u);
+  FusedLinear::forget_wisdom();
+  EXPECT_EQ(FusedLinear::wisdom_size(), 0u);
+  FakeClock::times.clear();
+  FakeClock::times[{cands.back().algorithm, cands.back().precision}] = 1.0;
+  FakeClock::calls = 0;
+  PlanType first(ExecSpace(), p.X, p.W, p.b, p.Y, 2.f, 0.1f, measured());
+  EXPECT_TRUE(first.info().measured);
+  EXPECT_EQ(first.info().algorithm, cands.back().algorithm);
+  const int calls = FakeClock::calls;
+  EXPECT_GT(calls, 0);
+  EXPECT_EQ(FusedLinear::wisdom_size(), 1u);
+
+  // Another multiplier and slope, the same kind of plan: from wisdom.
+  PlanType second(ExecSpace(), p.X, p.W, p.b, p.Y, 3.f, 0.2f, measured());
+  EXPECT_EQ(FakeClock::calls, calls) << "a plan made from wisdom measures nothing";
+  EXPECT_TRUE(second.info().measured);
+  EXPECT_TRUE(second.info().from_wisdom);
+  EXPECT_TRUE(second.measurements().empty());
+  EXPECT_EQ(second.info().algorithm, first.info().algorithm);
+  p.poison();
+  second.execute(p.X, p.W, p.b, p.Y);
+  EXPECT_TRUE(matches_reference(p, 3, double(0.2f), p.Y));
+
+  // Another shape is another key.
+  P q(38, 300, 70, 15);
+  PlanType other(ExecSpace(), q.X, q.W, q.b, q.Y, 2.f, 0.1f, measured());
+  EXPECT_GT(FakeClock::calls, calls);
+  EXPECT_FALSE(other.info().from_wisdom);
+  EXPECT_EQ(FusedLinear::wisdom_size(), 2u);
+
+  const std::string text = exported();
+  EXPECT_TRUE(starts_with(text, "FusedLinear wisdom 1\n")) << text;
+  EXPECT_TRUE(contains(text, "\nend\n")) << text;
+  FusedLinear::forget_wisdom();
+  EXPECT_EQ(FusedLinear::wisdom_size(), 0u);
+  EXPECT_EQ(exported(), "FusedLinear wisdom 1\nend\n");
+  import_text(text);
+  EXPECT_EQ(FusedLinear::wisdom_size(), 2u);
+  EXPECT_EQ(exported(), text) << "export, import, export gives the same text";
+
+  const int before = FakeClock::calls;
+  PlanType imported(ExecSpace(), p.X, p.W, p.b, p.Y, 2.f, 0.1f, measured());
+  EXPECT_EQ(FakeClock::calls, before);
+  EXPECT_TRUE(imported.info().from_wisdom);
+  EXPECT_EQ(imported.info().algorithm, cands.back().algorithm);
+
+  // Imported wisdom that names another candidate: that one runs, nothing timed.
+  const std::string from =
+      std::string("\t") + FusedLinear::to_string(cands.back().algorithm) + "\tstrict\t";
+  const std::string to =
+      std::string("\t") + FusedLinear::to_string(cands.front().algorithm) + "\tstrict\t";
+  std::string edited;
+  {
+    std::istringstream lines(text);
+    for (std::string line; std::getline(lines, line);) {
+      if (contains(line, "shape 37x300x70") && contains(line, from))
+        line.replace(line.find(from), from.size(), to);
+      edited += line + "\n";
+    }
+  }
+  ASSERT_NE(edited, text);
+  FusedLinear::forget_wisdom();
+  import_text(edited);
+  PlanType chosen(ExecSpace(), p.X, p.W, p.b, p.Y, 2.f, 0.1f, measured());
+  EXPECT_EQ(FakeClock::calls, before);
+  EXPECT_TRUE(chosen.info().from_wisdom);
+  EXPECT_EQ(chosen.info().algorithm, cands.front().algorithm);
+  p.poison();
+  chosen.execute(p.X, p.W, p.b, p.Y);
+  EXPECT_TRUE(matches_reference(p, 2, 0.1, p.Y));
+
+  // Wisdom naming a path that is no candidate here (fused_sm90 never computes strict) is not
+  // run: the plan measures.
+  std::string bogus;
+  {
+    std::istringstream lines(edited);
+    for (std::string line; std::getline(lines, line);) {
+      if (contains(line, "shape 37x300x70") && contains(line, to))
+        line.replace(line.find(to), to.size(), "\tfused_sm90\tstrict\t");
+      bogus += line + "\n";
+    }
+  }
+  FusedLinear::forget_wisdom();
+  import_text(bogus);
+  PlanType remeasured(ExecSpace(), p.X, p.W, p.b, p.Y, 2.f, 0.1f, measured());
+  EXPECT_GT(FakeClock::calls, before);
+  EXPECT_FALSE(remeasured.info().from_wisdom);
+  EXPECT_EQ(remeasured.info().algorithm, cands.back().algorithm);
+  FusedLinear::forget_wisdom();
+}
+
+// Malformed wisdom is refused, naming the function and the line, and changes nothing.
+TEST(Planning, MalformedWisdomIsRefusedAndChangesNothing) {
+  FusedLinear::forget_wisdom();
+  import_text("FusedLinear wisdom 1\nentry\tsome key\tfused\tstrict\t0\t1.5\nend\n");
+  const std::string before = exported();
+  ASSERT_EQ(FusedLinear::wisdom_size(), 1u);
+  const std::string head = "FusedLinear wisdom 1\n";
+  const std::vector<std::pair<std::string, std::string>> bad = {
+      {"", "empty"},
+      {"not wisdom\n", "not FusedLinear wisdom"},
+      {"FusedLinear wisdom 2\nend\n", "version"},
+      {head, "truncated"},
+      {head + "entry\tk2\tfused\tstrict\t0\t1\n", "truncated"},
+      {head + "entry\tk2\tfused\tstrict\t0\nend\n", "tabs"},
+      {head + "entry\tk2\tfused\tstrict\t0\t1\t7\nend\n", "tabs"},
+      {head + "item\tk2\tfused\tstrict\t0\t1\nend\n", "tabs"},
+      {head + "entry\t\tfused\tstrict\t0\t1\nend\n", "empty key"},
+      {head + "entry\tk2\tfastest\tstrict\t0\t1\nend\n", "unknown algorithm"},
+      {head + "entry\tk2\tfused\tfp16\t0\t1\nend\n", "unknown precision"},
+      {head + "entry\tk2\tauto\tstrict\t0\t1\nend\n", "not auto"},
+      {head + "entry\tk2\tfused\tstrict\t-1\t1\nend\n", "variant"},
+      {head + "entry\tk2\tfused\tstrict\tx\t1\nend\n", "variant"},
+      {head + "entry\tk2\tfused\tstrict\t0\tnan\nend\n", "milliseconds"},
+      {head + "entry\tk2\tfused\tstrict\t0\t1ms\nend\n", "milliseconds"},
+      {head + "entry\tk2\tfused\tstrict\t0\t-2\nend\n", "milliseconds"},
+      {head + "entry\tk2\tfused\tstrict\t0\t1\nend\nentry\tk3\tfused\tstrict\t0\t1\n",
+       "after \"end\""},
+  };
+  for (const auto& [text, why] : bad) {
+    try {
+      import_text(text);
+      ADD_FAILURE() << "accepted: " << text;
+    } catch (const std::invalid_argument& e) {
+      EXPECT_TRUE(starts_with(e.what(), "FusedLinear::import_wisdom: line ")) << e.what();
+      EXPECT_TRUE(contains(e.what(), why)) << e.what() << " (expected: " << why << ")";
+    }
+    EXPECT_EQ(exported(), before) << "a refused import changed the wisdom: " << text;
+  }
+  // A well-formed import adds, replacing entries of the same key.
+  import_text(head +
+              "entry\tsome key\tvendor\tstrict\t0\t1\nentry\tk2\tfused\tstrict\t0\t1\nend\n");
+  EXPECT_EQ(FusedLinear::wisdom_size(), 2u);
+  EXPECT_TRUE(contains(exported(), "some key\tvendor\t"));
+  FusedLinear::forget_wisdom();
+  EXPECT_EQ(FusedLinear::wisdom_size(), 0u);
+}
+
+// The one-shot call with Planning::Measure: its cached plan is measured once; the RunInfo says so.
+TEST(Planning, OneShotCallMeasures) {
+  P p(37, 300, 70, 16);
+  FusedLinear::release_cached_plans();
+  FusedLinear::forget_wisdom();
+  FakeClock::times.clear();
+  FakeClock::calls = 0;
+  const RunInfo info = FusedLinear::linear_leaky_relu(p.X, p.W, p.b, p.Y, 2.f, 0.1f, measured());
+  EXPECT_TRUE(info.measured);
+  EXPECT_TRUE(matches_reference(p, 2, 0.1, p.Y));
+  const int calls = FakeClock::calls;
+  EXPECT_GT(calls, 0);
+  p.poison();
+  const RunInfo again = FusedLinear::linear_leaky_relu(p.X, p.W, p.b, p.Y, 2.f, 0.1f, measured());
+  EXPECT_EQ(again.algorithm, info.algorithm);
+  EXPECT_EQ(FakeClock::calls, calls) << "the cached plan is not measured again";
+  EXPECT_TRUE(matches_reference(p, 2, 0.1, p.Y));
+  // An Estimate call of the same arguments is another plan, not measured.
+  const RunInfo estimate = FusedLinear::linear_leaky_relu(p.X, p.W, p.b, p.Y, 2.f, 0.1f);
+  EXPECT_FALSE(estimate.measured);
+  FusedLinear::release_cached_plans();
+  FusedLinear::forget_wisdom();
+}
+
+}  // namespace
