@@ -1,0 +1,407 @@
+// SPDX-License-Identifier: Apache-2.0
+/// \file TorchOps.cpp
+/// The PyTorch operator fused_linear::linear_leaky_relu: its schema, CPU and CUDA kernels (the
+/// library through KokkosBridge), a Meta kernel (shapes only: torch.compile and FakeTensor trace
+/// with it) and an Autograd kernel (the backward in PyTorch ops). Includes no Kokkos header.
+#include <algorithm>
+#include <chrono>
+#include <cstdlib>
+#include <exception>
+#include <stdexcept>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <ATen/ATen.h>
+#include <ATen/Parallel.h>
+#include <ATen/core/dispatch/Dispatcher.h>
+#include <torch/autograd.h>
+#include <torch/library.h>
+#include <torch/version.h>
+
+#if defined(FUSED_LINEAR_TORCH_CUDA)
+#include <c10/cuda/CUDAGuard.h>
+#include <c10/cuda/CUDAStream.h>
+#endif
+
+#include "KokkosBridge.hpp"
+
+namespace {
+
+using FusedLinearTorch::Call;
+using FusedLinearTorch::DType;
+using FusedLinearTorch::Where;
+// The schema's `str`, one C++ type for every kernel: c10::string_view became an alias of
+// std::string_view and is deprecated in recent PyTorch; 1.13 knows only its own class.
+#if TORCH_VERSION_MAJOR > 2 || (TORCH_VERSION_MAJOR == 2 && TORCH_VERSION_MINOR >= 7)
+using Strings = std::string_view;
+#else
+using Strings = c10::string_view;
+#endif
+
+constexpr const char* op_name = "fused_linear.linear_leaky_relu";
+
+/// The library's std::invalid_argument ("FusedLinear::linear_leaky_relu: ...") becomes Python's
+/// ValueError, anything else RuntimeError; the message is the library's, unchanged.
+template <class F>
+auto translating_errors(F&& f) -> decltype(f()) {
+  try {
+    return f();
+  } catch (const c10::Error&) {
+    throw;
+  } catch (const std::invalid_argument& e) {
+    TORCH_CHECK_VALUE(false, e.what());
+  } catch (const std::exception& e) {
+    TORCH_CHECK(false, e.what());
+  }
+  throw std::logic_error("unreachable");
+}
+
+/// Kokkos on first use: as many host threads as PyTorch's intra-op pool (so the two share the
+/// cores alike), FUSED_LINEAR_NUM_THREADS overriding; CUDA on the device of the first CUDA call.
+void ensure_kokkos(int cuda_device) {
+  if (FusedLinearTorch::ready()) return;  // every call but the first
+  int threads = at::get_num_threads();
+  if (const char* env = std::getenv("FUSED_LINEAR_NUM_THREADS")) {
+    const int parsed = std::atoi(env);
+    TORCH_CHECK_VALUE(parsed > 0, "FUSED_LINEAR_NUM_THREADS must be a positive integer, got '", env,
+                      "'");
+    threads = parsed;
+  }
+#if defined(FUSED_LINEAR_TORCH_CUDA)
+  if (cuda_device < 0 && c10::cuda::device_count() > 0) cuda_device = c10::cuda::current_device();
+#endif
+  translating_errors([&] {
+    FusedLinearTorch::ensure_initialized(threads, cuda_device,
+                                         std::getenv("FUSED_LINEAR_KOKKOS_ARGS"));
+    return 0;
+  });
+}
+
+void check_inputs(const at::Tensor& x, const at::Tensor& weight, const at::Tensor& bias) {
+  TORCH_CHECK_VALUE(x.dim() == 2, op_name, ": x must be 2-D [M, K], got ", x.dim(),
+                    "-D (the module FusedLinearLeakyReLU flattens leading dimensions)");
+  TORCH_CHECK_VALUE(weight.dim() == 2, op_name, ": weight must be 2-D [N, K], got ", weight.dim(),
+                    "-D");
+  TORCH_CHECK_VALUE(bias.dim() == 1, op_name, ": bias must be 1-D [N], got ", bias.dim(), "-D");
+  TORCH_CHECK_TYPE(x.layout() == at::kStrided && weight.layout() == at::kStrided &&
+                       bias.layout() == at::kStrided,
+                   op_name, ": x, weight and bias must be dense (strided) tensors");
+  const auto dtype = x.scalar_type();
+  TORCH_CHECK_TYPE(dtype == at::kFloat || dtype == at::kDouble, op_name,
+                   ": x must be float32 or float64, got ", dtype);
+  TORCH_CHECK_TYPE(weight.scalar_type() == dtype && bias.scalar_type() == dtype, op_name,
+                   ": x, weight and bias must have one dtype, got ", dtype, ", ",
+                   weight.scalar_type(), ", ", bias.scalar_type());
+  TORCH_CHECK_VALUE(weight.device() == x.device() && bias.device() == x.device(), op_name,
+                    ": x, weight and bias must be on one device, got ", x.device(), ", ",
+                    weight.device(), ", ", bias.device());
+}
+
+/// The call on row-major storage. Non-contiguous tensors are made contiguous first (one copy):
+/// only then do the vendor BLAS, cuBLASLt and Hopper paths apply (they need one compile-time
+/// layout), which beats a strided kernel on every shape where the copy is not negligible.
+struct Prepared {
+  at::Tensor x, w, b, y;
+  Call call;
+};
+
+/// Call after check_inputs and check_extents.
+Prepared prepare(const at::Tensor& x, const at::Tensor& weight, const at::Tensor& bias,
+                 double multiplier, double negative_slope, Strings precision, Strings algorithm) {
+  Prepared p;
+  p.x = x.contiguous();
+  p.w = weight.contiguous();
+  p.b = bias.contiguous();
+  p.y = at::empty({x.size(0), weight.size(0)}, x.options());
+  Call& c = p.call;
+  c.dtype = x.scalar_type() == at::kFloat ? DType::Float32 : DType::Float64;
+  c.x = p.x.data_ptr();
+  c.w = p.w.data_ptr();
+  c.b = p.b.data_ptr();
+  c.y = p.y.data_ptr();
+  c.m = x.size(0), c.k = x.size(1), c.n = weight.size(0);  // check_extents has matched them
+  c.multiplier = multiplier;
+  c.negative_slope = negative_slope;
+  c.algorithm = algorithm.data(), c.algorithm_size = algorithm.size();
+  c.precision = precision.data(), c.precision_size = precision.size();
+  return p;
+}
+
+/// Shape errors in the library's words, before any View is made (a View of wrong extents over
+/// a tensor's storage must not exist even briefly).
+void check_extents(const at::Tensor& x, const at::Tensor& weight, const at::Tensor& bias) {
+  if (weight.size(1) == x.size(1) && bias.size(0) == weight.size(0)) return;
+  TORCH_CHECK_VALUE(false,
+                    "FusedLinear::linear_leaky_relu: extents do not match: expected X [M,K], "
+                    "W [N,K], b [N], Y [M,N]; got X [",
+                    x.size(0), ",", x.size(1), "], W [", weight.size(0), ",", weight.size(1),
+                    "], b [", bias.size(0), "]");
+}
+
+at::Tensor run_on(Prepared&& p, Where where) {
+  p.call.where = where;
+  translating_errors([&] {
+    FusedLinearTorch::run(p.call);
+    return 0;
+  });
+  return std::move(p.y);
+}
+
+at::Tensor linear_leaky_relu_cpu(const at::Tensor& x, const at::Tensor& weight,
+                                 const at::Tensor& bias, double multiplier, double negative_slope,
+                                 Strings precision, Strings algorithm) {
+  check_inputs(x, weight, bias);
+  check_extents(x, weight, bias);
+  ensure_kokkos(-1);
+  return run_on(prepare(x, weight, bias, multiplier, negative_slope, precision, algorithm),
+                Where::Host);
+}
+
+#if defined(FUSED_LINEAR_TORCH_CUDA)
+/// The current stream of the tensors' device, which the guard makes current for the call (the
+/// library then orders everything on that stream; Kokkos' instance for it is cached).
+Call& on_current_stream(Prepared& p, const at::Tensor& x) {
+  p.call.device = x.device().index();
+  p.call.stream = c10::cuda::getCurrentCUDAStream(x.device().index()).stream();
+  return p.call;
+}
+
+at::Tensor linear_leaky_relu_cuda(const at::Tensor& x, const at::Tensor& weight,
+                                  const at::Tensor& bias, double multiplier, double negative_slope,
+                                  Strings precision, Strings algorithm) {
+  check_inputs(x, weight, bias);
+  check_extents(x, weight, bias);
+  const c10::cuda::CUDAGuard guard(x.device());
+  ensure_kokkos(x.device().index());
+  Prepared p = prepare(x, weight, bias, multiplier, negative_slope, precision, algorithm);
+  on_current_stream(p, x);
+  return run_on(std::move(p), Where::Cuda);
+}
+#endif
+
+/// Shapes, dtype and device only (meta and fake tensors): symbolic sizes stay symbolic.
+at::Tensor linear_leaky_relu_meta(const at::Tensor& x, const at::Tensor& weight,
+                                  const at::Tensor& bias, double multiplier, double negative_slope,
+                                  Strings precision, Strings algorithm) {
+  (void)multiplier, (void)negative_slope, (void)precision, (void)algorithm;
+  check_inputs(x, weight, bias);
+  TORCH_CHECK_VALUE(weight.sym_size(1) == x.sym_size(1) && bias.sym_size(0) == weight.sym_size(0),
+                    "FusedLinear::linear_leaky_relu: extents do not match: expected X [M,K], "
+                    "W [N,K], b [N], Y [M,N]; got X ",
+                    x.sym_sizes(), ", W ", weight.sym_sizes(), ", b ", bias.sym_sizes());
+  std::vector<c10::SymInt> sizes{x.sym_size(0), weight.sym_size(0)};
+  return at::empty_symint(sizes, x.options());
+}
+
+const c10::TypedOperatorHandle<at::Tensor(const at::Tensor&, const at::Tensor&, const at::Tensor&,
+                                          double, double, Strings, Strings)>&
+op_handle() {
+  static const auto handle =
+      c10::Dispatcher::singleton()
+          .findSchemaOrThrow("fused_linear::linear_leaky_relu", "")
+          .typed<at::Tensor(const at::Tensor&, const at::Tensor&, const at::Tensor&, double, double,
+                            Strings, Strings)>();
+  return handle;
+}
+
+/// d/dz LeakyReLU(z) is 1 for z > 0, else the slope (PyTorch's choice at 0). With a slope >= 0,
+/// z > 0 exactly where the output is > 0, so the output alone gives it; a negative slope maps
+/// both signs to positive outputs, and z is recomputed in PyTorch ops.
+class LinearLeakyReLUFunction : public torch::autograd::Function<LinearLeakyReLUFunction> {
+ public:
+  static at::Tensor forward(torch::autograd::AutogradContext* ctx, const at::Tensor& x,
+                            const at::Tensor& weight, const at::Tensor& bias, double multiplier,
+                            double negative_slope, Strings precision, Strings algorithm) {
+    at::Tensor y;
+    {
+      at::AutoDispatchBelowADInplaceOrView below_autograd;
+      y = op_handle().call(x, weight, bias, multiplier, negative_slope, precision, algorithm);
+    }
+    ctx->saved_data["multiplier"] = multiplier;
+    ctx->saved_data["negative_slope"] = negative_slope;
+    ctx->save_for_backward({x, weight, bias, negative_slope >= 0 ? y : at::Tensor()});
+    return y;
+  }
+
+  static torch::autograd::variable_list backward(torch::autograd::AutogradContext* ctx,
+                                                 torch::autograd::variable_list grads) {
+    const auto saved = ctx->get_saved_variables();
+    const at::Tensor &x = saved[0], &weight = saved[1], &bias = saved[2], &y = saved[3];
+    const double m = ctx->saved_data["multiplier"].toDouble();
+    const double s = ctx->saved_data["negative_slope"].toDouble();
+    const at::Tensor& dy = grads[0];
+    at::Tensor dx, dw, db;
+    if (dy.defined()) {
+      const at::Tensor positive = s >= 0 ? y > 0 : (at::addmm(bias, x, weight.t()) * m) > 0;
+      const at::Tensor g = at::where(positive, dy * m, dy * (m * s));
+      if (ctx->needs_input_grad(0)) dx = g.mm(weight);
+      if (ctx->needs_input_grad(1)) dw = g.t().mm(x);
+      if (ctx->needs_input_grad(2)) db = g.sum(0);
+    }
+    return {dx, dw, db, at::Tensor(), at::Tensor(), at::Tensor(), at::Tensor()};
+  }
+};
+
+at::Tensor linear_leaky_relu_autograd(const at::Tensor& x, const at::Tensor& weight,
+                                      const at::Tensor& bias, double multiplier,
+                                      double negative_slope, Strings precision, Strings algorithm) {
+  return LinearLeakyReLUFunction::apply(x, weight, bias, multiplier, negative_slope, precision,
+                                        algorithm);
+}
+
+// ------------------------------------------------------------------ helpers for Python
+
+/// Where the tensors live, for the helpers below (which take CPU or CUDA tensors).
+Prepared prepared_on_device(const at::Tensor& x, const at::Tensor& weight, const at::Tensor& bias,
+                            double multiplier, double negative_slope, Strings precision,
+                            Strings algorithm) {
+  check_inputs(x, weight, bias);
+  check_extents(x, weight, bias);
+  if (x.is_cuda()) {
+#if defined(FUSED_LINEAR_TORCH_CUDA)
+    ensure_kokkos(x.device().index());
+    Prepared p = prepare(x, weight, bias, multiplier, negative_slope, precision, algorithm);
+    on_current_stream(p, x);
+    p.call.where = Where::Cuda;
+    return p;
+#else
+    TORCH_CHECK_VALUE(false, op_name, ": this build has no CUDA kernel");
+#endif
+  }
+  TORCH_CHECK_VALUE(x.is_cpu(), op_name, ": CPU or CUDA tensors, got ", x.device());
+  ensure_kokkos(-1);
+  Prepared p = prepare(x, weight, bias, multiplier, negative_slope, precision, algorithm);
+  p.call.where = Where::Host;
+  return p;
+}
+
+/// What the library runs for these arguments (RunInfo), running it once.
+std::string run_info(const at::Tensor& x, const at::Tensor& weight, const at::Tensor& bias,
+                     double multiplier, double negative_slope, Strings precision,
+                     Strings algorithm) {
+  Prepared p =
+      prepared_on_device(x, weight, bias, multiplier, negative_slope, precision, algorithm);
+  c10::OptionalDeviceGuard guard;
+  if (x.is_cuda()) guard.reset_device(x.device());
+  return translating_errors([&] {
+    std::string text(512, '\0');
+    const std::size_t size = FusedLinearTorch::run_info(p.call, &text[0], text.size());
+    text.resize(std::min(size, text.size() - 1));
+    FusedLinearTorch::fence(p.call);
+    return text;
+  });
+}
+
+/// Per-call times in microseconds (a float64 CPU tensor) of `iters` calls: mode "plan"
+/// (FusedLinear::Plan::execute, the C++ floor), "oneshot" (the library's one-shot call on the
+/// same Views), or "op" (this operator through PyTorch's dispatcher, allocation included), each
+/// followed by a wait for the stream when `sync`.
+at::Tensor time_calls(const at::Tensor& x, const at::Tensor& weight, const at::Tensor& bias,
+                      double multiplier, double negative_slope, Strings precision,
+                      Strings algorithm, Strings mode, int64_t iters, bool sync) {
+  TORCH_CHECK_VALUE(iters > 0, "_time_calls: iters must be positive");
+  Prepared p =
+      prepared_on_device(x, weight, bias, multiplier, negative_slope, precision, algorithm);
+  c10::OptionalDeviceGuard guard;
+  if (x.is_cuda()) guard.reset_device(x.device());
+  at::Tensor times = at::empty({iters}, at::TensorOptions().dtype(at::kDouble));
+  double* us = times.data_ptr<double>();
+  const std::string which(mode.data(), mode.size());
+  if (which == "plan" || which == "oneshot") {
+    translating_errors([&] {
+      FusedLinearTorch::time_calls(p.call, which == "plan" ? 0 : 1, int(iters), sync, us);
+      return 0;
+    });
+    return times;
+  }
+  TORCH_CHECK_VALUE(which == "op", "_time_calls: mode is plan, oneshot or op, got '", which, "'");
+  const auto& op = op_handle();
+  at::AutoDispatchBelowADInplaceOrView below_autograd;  // the kernel, as a no-grad call runs it
+  op.call(x, weight, bias, multiplier, negative_slope, precision, algorithm);
+  translating_errors([&] {
+    FusedLinearTorch::fence(p.call);
+    return 0;
+  });
+  for (int64_t i = 0; i < iters; ++i) {
+    const auto t0 = std::chrono::steady_clock::now();
+    at::Tensor y = op.call(x, weight, bias, multiplier, negative_slope, precision, algorithm);
+    if (sync) FusedLinearTorch::fence(p.call);
+    us[i] =
+        std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count();
+  }
+  FusedLinearTorch::fence(p.call);
+  return times;
+}
+
+std::string status() {
+  const FusedLinearTorch::Status s = FusedLinearTorch::status();
+  std::string text;
+  auto add = [&](const char* key, const std::string& value) {
+    text += (text.empty() ? "" : ";") + std::string(key) + "=" + value;
+  };
+  add("initialized", std::to_string(int(s.initialized)));
+  add("owned", std::to_string(int(s.owned)));
+  add("finalized", std::to_string(int(s.finalized)));
+  add("kokkos_cuda", std::to_string(int(s.cuda)));
+#if defined(FUSED_LINEAR_TORCH_CUDA)
+  add("cuda_kernel", "1");
+#else
+  add("cuda_kernel", "0");
+#endif
+  add("serial_fallback", std::to_string(int(s.serial_fallback)));
+  add("host_space", s.host_space);
+  add("host_threads", std::to_string(s.host_threads));
+  add("cuda_device", std::to_string(s.cuda_device));
+  add("cached_cuda_instances", std::to_string(s.cached_cuda_instances));
+  add("kokkos_version", s.kokkos_version);
+  add("torch_version", std::to_string(TORCH_VERSION_MAJOR) + "." +
+                           std::to_string(TORCH_VERSION_MINOR) + "." +
+                           std::to_string(TORCH_VERSION_PATCH));
+  return text;
+}
+
+void initialize(int64_t num_threads, int64_t cuda_device) {
+  int threads = num_threads > 0 ? int(num_threads) : at::get_num_threads();
+  translating_errors([&] {
+    FusedLinearTorch::ensure_initialized(threads, int(cuda_device),
+                                         std::getenv("FUSED_LINEAR_KOKKOS_ARGS"));
+    return 0;
+  });
+}
+
+void finalize() {
+  translating_errors([] {
+    FusedLinearTorch::finalize();
+    return 0;
+  });
+}
+
+}  // namespace
+
+TORCH_LIBRARY(fused_linear, m) {
+  m.def(
+      "linear_leaky_relu(Tensor x, Tensor weight, Tensor bias, float multiplier, "
+      "float negative_slope, str precision=\"strict\", str algorithm=\"auto\") -> Tensor");
+  // Helpers: no autograd, no tracing (Python's fused_linear.run_info, status, ...).
+  m.def(
+      "run_info(Tensor x, Tensor weight, Tensor bias, float multiplier, float negative_slope, "
+      "str precision=\"strict\", str algorithm=\"auto\") -> str",
+      &run_info);
+  m.def(
+      "_time_calls(Tensor x, Tensor weight, Tensor bias, float multiplier, float negative_slope, "
+      "str precision, str algorithm, str mode, int iters, bool sync) -> Tensor",
+      &time_calls);
+  m.def("_status() -> str", &status);
+  m.def("_initialize(int num_threads=-1, int cuda_device=-1) -> ()", &initialize);
+  m.def("_finalize() -> ()", &finalize);
+}
+
+TORCH_LIBRARY_IMPL(fused_linear, CPU, m) { m.impl("linear_leaky_relu", &linear_leaky_relu_cpu); }
+#if defined(FUSED_LINEAR_TORCH_CUDA)
+TORCH_LIBRARY_IMPL(fused_linear, CUDA, m) { m.impl("linear_leaky_relu", &linear_leaky_relu_cuda); }
+#endif
+TORCH_LIBRARY_IMPL(fused_linear, Meta, m) { m.impl("linear_leaky_relu", &linear_leaky_relu_meta); }
+TORCH_LIBRARY_IMPL(fused_linear, Autograd, m) {
+  m.impl("linear_leaky_relu", &linear_leaky_relu_autograd);
+}

@@ -1,0 +1,92 @@
+# SPDX-License-Identifier: Apache-2.0
+"""FusedLinear from PyTorch: Y = LeakyReLU(multiplier * (x @ weight.T + bias), negative_slope).
+
+    import fused_linear
+    model = fused_linear.FusedLinearLeakyReLU(8192, 8192, 2.0, 0.1, precision="3xtf32").cuda()
+    y = model(x)
+
+The operator is ``torch.ops.fused_linear.linear_leaky_relu`` (CPU, CUDA, Meta and Autograd
+kernels); :func:`linear_leaky_relu` is the same call with Python defaults.
+"""
+import atexit
+import os
+from pathlib import Path
+
+import torch
+
+__all__ = ["linear_leaky_relu", "run_info", "status", "initialize", "finalize",
+           "FusedLinearLeakyReLU", "library_path"]
+
+
+def _find_library():
+    # FUSED_LINEAR_TORCH_LIBRARY names the shared library explicitly (an installed package whose
+    # library lives elsewhere); by default it is beside this file, where the build puts it.
+    explicit = os.environ.get("FUSED_LINEAR_TORCH_LIBRARY")
+    if explicit:
+        return Path(explicit)
+    here = Path(__file__).resolve().parent
+    for name in ("libfused_linear_torch.so", "libfused_linear_torch.dylib",
+                 "fused_linear_torch.dll"):
+        if (here / name).exists():
+            return here / name
+    raise ImportError(
+        f"fused_linear: the operator library libfused_linear_torch.so is not in {here}; build "
+        "it with -DFusedLinear_ENABLE_TORCH=ON and put <build>/python on PYTHONPATH (or set "
+        "FUSED_LINEAR_TORCH_LIBRARY)")
+
+
+library_path = _find_library()
+torch.ops.load_library(str(library_path))
+_ops = torch.ops.fused_linear
+
+
+def linear_leaky_relu(x, weight, bias, multiplier, negative_slope, precision="strict",
+                      algorithm="auto"):
+    """``F.leaky_relu(F.linear(x, weight, bias) * multiplier, negative_slope)`` in one call.
+
+    x [M, K], weight [N, K], bias [N]: float32 or float64, one device (CPU or CUDA; on CUDA it
+    runs on PyTorch's current stream). precision: "strict" (IEEE fp32), "3xtf32" (fp32-accurate
+    on tensor cores), "tf32"; algorithm: "auto" or one of the library's paths. Non-contiguous
+    tensors are copied to contiguous first. Differentiable in x, weight and bias.
+    """
+    return _ops.linear_leaky_relu(x, weight, bias, float(multiplier), float(negative_slope),
+                                  precision, algorithm)
+
+
+def run_info(x, weight, bias, multiplier, negative_slope, precision="strict", algorithm="auto"):
+    """What the library runs for these arguments (it runs them once): a dict with the keys
+    algorithm, precision, gemm and note (why any of them differs from the request)."""
+    text = _ops.run_info(x, weight, bias, float(multiplier), float(negative_slope), precision,
+                         algorithm)
+    return dict(item.split("=", 1) for item in text.split(";", 3))
+
+
+def status():
+    """The extension's Kokkos: initialised, by whom, host threads, CUDA device, versions."""
+    out = {}
+    for item in _ops._status().split(";"):
+        key, value = item.split("=", 1)
+        out[key] = int(value) if value.lstrip("-").isdigit() else value
+    return out
+
+
+def initialize(num_threads=None, device=None):
+    """Initialises Kokkos now (otherwise the first call does): num_threads host threads
+    (default: torch.get_num_threads(), or FUSED_LINEAR_NUM_THREADS), CUDA device index (default:
+    the first CUDA call's). Nothing happens when Kokkos is initialised already."""
+    _ops._initialize(-1 if num_threads is None else int(num_threads),
+                     -1 if device is None else int(device))
+
+
+def finalize():
+    """Releases the cached plans and Kokkos instances and finalises Kokkos if this extension
+    initialised it. Runs at interpreter exit; afterwards the op refuses (Kokkos 3.4 cannot
+    start twice in a process)."""
+    _ops._finalize()
+
+
+# Before the interpreter tears down torch (CUDA's caching allocator, the runtime): Kokkos'
+# device memory and the plans' must go while CUDA is still up.
+atexit.register(finalize)
+
+from .module import FusedLinearLeakyReLU  # noqa: E402  (needs the op loaded)

@@ -1,0 +1,235 @@
+# SPDX-License-Identifier: Apache-2.0
+"""The operator on CUDA tensors (skipped without a GPU or without the CUDA kernel): values and
+precisions, PyTorch's current stream, CUDA graphs, the device guard, gradients, torch.compile,
+opcheck."""
+import pytest
+import torch
+
+import fused_linear
+from conftest import (TF32_BOUND, assert_strict, eager, make_inputs, normwise_error,
+                      tf32x3_bound)
+
+if not torch.cuda.is_available():
+    pytest.skip("no CUDA device", allow_module_level=True)
+if not fused_linear.status()["cuda_kernel"]:
+    pytest.skip("this build has no CUDA kernel (a CPU torch or a Kokkos without CUDA)",
+                allow_module_level=True)
+
+OP = torch.ops.fused_linear.linear_leaky_relu
+M_, S_ = 2.0, 0.1
+DEV = "cuda"
+
+
+@pytest.mark.parametrize("shape", [(1, 1, 1), (7, 13, 5), (128, 1024, 512), (33, 257, 65),
+                                   (16, 8192, 1024), (1024, 1024, 1024), (300, 16, 200)])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_values_strict(shape, dtype):
+    x, w, b = make_inputs(*shape, dtype=dtype, device=DEV)
+    y = OP(x, w, b, M_, S_)
+    assert y.device == x.device
+    assert_strict(y, x, w, b, M_, S_)
+
+
+@pytest.mark.parametrize("shape", [(128, 1024, 512), (1024, 2048, 1024), (512, 8192, 512)])
+def test_3xtf32(shape):
+    x, w, b = make_inputs(*shape, device=DEV)
+    y = OP(x, w, b, M_, S_, "3xtf32")
+    assert normwise_error(y, x, w, b, M_, S_) <= tf32x3_bound(shape[1])
+    info = fused_linear.run_info(x, w, b, M_, S_, "3xtf32")
+    assert info["precision"] in ("3xtf32", "strict"), info  # strict where faster (few rows)
+
+
+def test_3xtf32_runs_on_tensor_cores_at_the_seed_shape():
+    x, w, b = make_inputs(1024, 8192, 8192, device=DEV)
+    info = fused_linear.run_info(x, w, b, M_, S_, "3xtf32")
+    assert info["precision"] == "3xtf32", info
+    assert normwise_error(OP(x, w, b, M_, S_, "3xtf32"), x, w, b, M_, S_) <= tf32x3_bound(8192)
+
+
+@pytest.mark.parametrize("shape", [(128, 1024, 512), (1024, 4096, 1024)])
+def test_tf32(shape):
+    x, w, b = make_inputs(*shape, device=DEV)
+    assert normwise_error(OP(x, w, b, M_, S_, "tf32"), x, w, b, M_, S_) <= TF32_BOUND
+
+
+@pytest.mark.parametrize("algorithm", ["vendor", "vendor_prefill", "vendor_lt", "fused",
+                                       "fused_skinny"])
+def test_cuda_algorithms(algorithm):
+    x, w, b = make_inputs(64, 512, 96, device=DEV, seed=4)
+    assert_strict(fused_linear.linear_leaky_relu(x, w, b, M_, S_, algorithm=algorithm),
+                  x, w, b, M_, S_)
+
+
+def test_non_contiguous_and_special_values():
+    x, w, b = make_inputs(37, 64, 29, device=DEV, seed=7)
+    assert_strict(OP(x.t().contiguous().t(), w.t().contiguous().t(), b, M_, S_), x, w, b, M_, S_)
+    big = torch.rand(50, 200, device=DEV)
+    xs = big[3:40, ::3][:, :64]
+    assert_strict(OP(xs, w, b, M_, S_), xs, w, b, M_, S_)
+    x = x.clone()
+    x[0, 3] = float("nan")
+    x[1, 0] = float("inf")
+    y, ref = OP(x, w, b, M_, S_), eager(x, w, b, M_, S_)
+    assert torch.equal(torch.isnan(y), torch.isnan(ref))
+    assert torch.equal(torch.isinf(y), torch.isinf(ref))
+
+
+def test_empty_shapes():
+    for m, k, n in [(0, 16, 8), (5, 16, 0), (4, 0, 6)]:
+        x, w, b = make_inputs(m, k, n, device=DEV)
+        y = OP(x, w, b, M_, S_)
+        assert y.shape == (m, n) and y.is_cuda
+        assert torch.allclose(y, eager(x, w, b, M_, S_))
+
+
+def test_runs_on_the_current_stream():
+    # On a side stream s: a long kernel, then new values into x, then the op, with no host
+    # synchronisation. Only an op ordered on s (not on the default stream) sees the new x.
+    x, w, b = make_inputs(256, 1024, 512, device=DEV, seed=12)
+    torch.cuda.synchronize()
+    s = torch.cuda.Stream()
+    new_x = torch.rand_like(x)
+    with torch.cuda.stream(s):
+        torch.cuda._sleep(int(2e8))  # ~0.1 s of GPU time on s
+        x.copy_(new_x)
+        y = OP(x, w, b, M_, S_)
+    s.synchronize()
+    assert_strict(y, new_x, w, b, M_, S_)
+    assert fused_linear.status()["cached_cuda_instances"] >= 1
+
+
+def test_many_streams():
+    x, w, b = make_inputs(64, 256, 32, device=DEV, seed=13)
+    ref = OP(x, w, b, M_, S_)
+    streams = [torch.cuda.Stream() for _ in range(8)]
+    outs = []
+    for s in streams:
+        s.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(s):
+            outs.append(OP(x, w, b, M_, S_))
+    torch.cuda.synchronize()
+    for y in outs:
+        assert_strict(y, x, w, b, M_, S_)
+        assert torch.allclose(y, ref, rtol=1e-6, atol=1e-7)
+
+
+def test_cuda_graph_after_warm_up_on_the_capture_stream():
+    # The plan (its allocations) is made by a call before the capture, on the same stream; the
+    # captured call then only enqueues kernels, as CUDA graphs require.
+    x, w, b = make_inputs(128, 1024, 512, device=DEV, seed=14)
+    s = torch.cuda.Stream()
+    s.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(s):
+        for _ in range(2):
+            OP(x, w, b, M_, S_)
+    torch.cuda.synchronize()
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph, stream=s):
+        y = OP(x, w, b, M_, S_)
+    new_x = torch.rand_like(x)
+    x.copy_(new_x)
+    graph.replay()
+    torch.cuda.synchronize()
+    assert_strict(y, new_x, w, b, M_, S_)
+
+
+def test_cuda_graph_capture_without_a_plan_is_refused():
+    # A shape never called on the capture stream: its plan would allocate, which the library
+    # refuses during a capture, by name, before enqueuing anything.
+    s = torch.cuda.Stream()
+    x, w, b = make_inputs(96, 320, 48, device=DEV, seed=15)
+    s.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(s):
+        OP(x[:, :100], w[:, :100], b, M_, S_)  # the stream's Kokkos instance, another shape
+    torch.cuda.synchronize()
+    graph = torch.cuda.CUDAGraph()
+    with pytest.raises(ValueError, match="CUDA graph"):
+        with torch.cuda.graph(graph, stream=s):
+            OP(x, w, b, M_, S_)
+
+
+def test_cuda_graph_capture_on_a_new_stream_is_refused():
+    x, w, b = make_inputs(32, 64, 16, device=DEV, seed=17)
+    OP(x, w, b, M_, S_)
+    graph = torch.cuda.CUDAGraph()
+    with pytest.raises(ValueError, match="CUDA graph"):
+        with torch.cuda.graph(graph, stream=torch.cuda.Stream()):
+            OP(x, w, b, M_, S_)
+
+
+def test_mixed_devices_are_refused():
+    x, w, b = make_inputs(8, 16, 4, device=DEV)
+    with pytest.raises((ValueError, RuntimeError)):
+        OP(x, w.cpu(), b, M_, S_)
+
+
+def test_current_device_is_left_alone():
+    x, w, b = make_inputs(8, 16, 4, device=DEV)
+    before = torch.cuda.current_device()
+    OP(x, w, b, M_, S_)
+    assert torch.cuda.current_device() == before
+
+
+@pytest.mark.skipif(torch.cuda.device_count() < 2, reason="needs two GPUs")
+def test_second_device():
+    # Kokkos 3.4 drives one device per process (the first CUDA call's): tensors elsewhere are
+    # refused with a message naming both, and the thread's current device is restored.
+    kokkos_device = fused_linear.status()["cuda_device"]
+    other = 1 if kokkos_device != 1 else 0
+    x, w, b = make_inputs(8, 16, 4, device=f"cuda:{other}")
+    with torch.cuda.device(kokkos_device):
+        with pytest.raises(ValueError, match="one CUDA device"):
+            OP(x, w, b, M_, S_)
+        assert torch.cuda.current_device() == kokkos_device
+    x, w, b = make_inputs(8, 16, 4, device=f"cuda:{kokkos_device}")
+    with torch.cuda.device(other):  # a different current device: the guard switches for the call
+        assert_strict(OP(x, w, b, M_, S_), x, w, b, M_, S_)
+        assert torch.cuda.current_device() == other
+
+
+def test_gradients():
+    x, w, b = make_inputs(64, 128, 32, device=DEV, seed=16)
+    x = x - 0.5
+    ours = [t.clone().requires_grad_() for t in (x, w, b)]
+    refs = [t.clone().double().requires_grad_() for t in (x, w, b)]
+    dy = torch.randn(64, 32, device=DEV)
+    OP(*ours, M_, S_).backward(dy)
+    eager(*refs, M_, S_).backward(dy.double())
+    for mine, ref in zip(ours, refs):
+        assert torch.allclose(mine.grad.double(), ref.grad, rtol=1e-4, atol=1e-4)
+    xd = (torch.rand(6, 9, dtype=torch.float64, device=DEV) - 0.5).requires_grad_()
+    wd = (torch.rand(5, 9, dtype=torch.float64, device=DEV) - 0.5).requires_grad_()
+    bd = (torch.rand(5, dtype=torch.float64, device=DEV) - 0.5).requires_grad_()
+    assert torch.autograd.gradcheck(lambda a, c, d: OP(a, c, d, M_, S_), (xd, wd, bd))
+
+
+def test_module_on_cuda():
+    torch.manual_seed(0)
+    model = fused_linear.FusedLinearLeakyReLU(1024, 512, M_, S_).cuda()
+    x = torch.randn(128, 1024, device=DEV)
+    ref = eager(x, model.gemm.weight, model.gemm.bias, M_, S_)
+    assert torch.allclose(model(x), ref, atol=1e-4, rtol=1e-4)
+
+
+@pytest.mark.skipif(not hasattr(torch, "compile"), reason="torch.compile needs PyTorch 2.0+")
+def test_torch_compile_inductor():
+    torch.manual_seed(0)
+    model = fused_linear.FusedLinearLeakyReLU(256, 128, M_, S_).cuda()
+    compiled = torch.compile(model, fullgraph=True)
+    x = torch.randn(64, 256, device=DEV)
+    assert torch.allclose(compiled(x), model(x), atol=1e-6)
+
+
+@pytest.mark.skipif(not hasattr(torch.library, "opcheck"), reason="opcheck needs PyTorch 2.4+")
+def test_opcheck_cuda():
+    x, w, b = make_inputs(9, 24, 6, device=DEV)
+    torch.library.opcheck(OP, (x, w, b, 2.0, 0.1))
+    torch.library.opcheck(OP, tuple(t.clone().requires_grad_() for t in (x, w, b)) + (2.0, 0.1))
+    torch.library.opcheck(OP, (x, w, b, 2.0, 0.1, "3xtf32"))
+
+
+def test_overhead_timer_runs():
+    x, w, b = make_inputs(128, 1024, 512, device=DEV)
+    for mode in ("plan", "oneshot", "op"):
+        t = torch.ops.fused_linear._time_calls(x, w, b, M_, S_, "strict", "auto", mode, 20, True)
+        assert t.shape == (20,) and (t > 0).all()
