@@ -22,6 +22,7 @@
 // LayoutLeft x float, double), the others LayoutStride float and LayoutRight double: each set
 // of View types compiles every kernel once more.
 #include <atomic>
+#include <chrono>
 #include <cmath>
 #include <cstdint>
 #include <cstdlib>
@@ -817,6 +818,48 @@ TEST(ContractConcurrency, OwnInstancePerThread) {
 // A plan executing on one instance while another plan of the same shape and request executes
 // on another (CUDA: two non-blocking streams, both launched before either is waited for; host:
 // the default instance twice), every request the build serves, split K forced too.
+// The one-shot cache makes a plan outside its lock: while one thread's plan is being made (held
+// up inside Planning::Measure's clock until the other thread is done), another thread's call of
+// another shape completes. Made under the lock, the second call waited for the first plan and
+// the first plan's clock gave up waiting.
+namespace held_up {
+std::atomic<bool> inside{false}, other_done{false}, gave_up{false};
+double clock(Algorithm, Precision, int, int, double measured) {
+  inside = true;
+  for (int i = 0; i < 2000 && !other_done; ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  if (!other_done) gave_up = true;
+  return measured;
+}
+}  // namespace held_up
+TEST(ContractConcurrency, PlanMadeOutsideTheCacheLock) {
+#if !defined(KOKKOS_ENABLE_SERIAL)
+  GTEST_SKIP() << "needs Kokkos::Serial for the second thread";
+#else
+  FusedLinear::release_cached_plans();
+  FusedLinear::forget_wisdom();
+  using Slow = Problem<ExecSpace, float, Kokkos::LayoutRight>;
+  using Quick = Problem<Kokkos::Serial, float, Kokkos::LayoutRight>;
+  Slow slow(37, 300, 70, 31);
+  Quick quick(5, 16, 9, 32);
+  Options measured(Algorithm::Auto);
+  measured.planning = FusedLinear::Planning::Measure;
+  measured.tuning.measure_clock = &held_up::clock;
+  std::thread other([&] {
+    while (!held_up::inside) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    FusedLinear::linear_leaky_relu(Kokkos::Serial(), quick.X, quick.W, quick.b, quick.Y, 2.f, 0.1f);
+    held_up::other_done = true;
+  });
+  FusedLinear::linear_leaky_relu(ExecSpace(), slow.X, slow.W, slow.b, slow.Y, 2.f, 0.1f, measured);
+  other.join();
+  EXPECT_FALSE(held_up::gave_up) << "the other thread's call waited for this plan's making";
+  EXPECT_TRUE(matches_reference(slow, 2, 0.1, slow.Y));
+  EXPECT_TRUE(matches_reference(quick, 2, 0.1, quick.Y));
+  FusedLinear::release_cached_plans();
+  FusedLinear::forget_wisdom();
+#endif
+}
+
 TEST(ContractConcurrency, PlanOnOneStreamWhileAnotherRuns) {
   using Set = StridedSet<float, MemorySpace>;
   const bool host = Impl::is_host_space<ExecSpace>();

@@ -47,14 +47,14 @@ RunInfo linear_leaky_relu(const ExecSpace& exec, const XView& X, const WView& W,
                      Impl::CanonicalOutput<ExecSpace, YView>>;
   using Cached = Impl::CachedPlan<Plan_, ExecSpace>;
   constexpr const char* function = "FusedLinear::linear_leaky_relu";
-  const std::optional<std::uint64_t> instance = Impl::instance_identity(exec, function);
-  const Impl::PlanKey key =
-      Impl::plan_key<Plan_>(instance.value_or(0), X, W, b, Y, multiplier, negative_slope, options);
   bool capturing = false;
 #if defined(KOKKOS_ENABLE_CUDA)
   if constexpr (std::is_same<ExecSpace, Kokkos::Cuda>::value)
     capturing = Impl::stream_is_capturing(exec.cuda_stream());
 #endif
+  const std::optional<std::uint64_t> instance = Impl::instance_identity(exec, function, capturing);
+  const Impl::PlanKey key =
+      Impl::plan_key<Plan_>(instance.value_or(0), X, W, b, Y, multiplier, negative_slope, options);
   std::shared_ptr<Cached> cached;
   if (capturing) {
     cached = Impl::PlanCache::instance().pin<Cached>(key);

@@ -173,7 +173,7 @@ struct Tuning {
   /// Planning::Measure: when set, each timed call's milliseconds are what this returns, given
   /// the candidate (algorithm, precision, cuBLASLt variant), the call (0: the warm-up) and the
   /// time measured, so that tests decide which candidate is fastest. Wisdom remembers the
-  /// choices it leads to.
+  /// choices it leads to. With it every candidate is timed (no budget).
   double (*measure_clock)(Algorithm algorithm, Precision precision, int variant, int call,
                           double measured_ms) = nullptr;
 };

@@ -35,12 +35,37 @@ namespace Impl {
 /// --default-stream per-thread) names another stream on every thread. Host backends run each
 /// call to completion (the cached plan's lock serialises them): 0. Elsewhere the instance is
 /// not known (`std::nullopt`): the one-shot call then waits for its work before returning.
+/// `capturing`: the stream is being captured into a CUDA graph, where cudaStreamGetId is not
+/// permitted: the id this thread found for the stream's handle before is taken, and a stream
+/// this thread never called on outside the capture is refused.
 template <class ExecSpace>
-std::optional<std::uint64_t> instance_identity(const ExecSpace& exec, const char* function) {
+std::optional<std::uint64_t> instance_identity(const ExecSpace& exec, const char* function,
+                                               bool capturing) {
 #if defined(KOKKOS_ENABLE_CUDA)
   if constexpr (std::is_same<ExecSpace, Kokkos::Cuda>::value) {
+    // The handles this thread identified last (a handle's id is per thread for
+    // cudaStreamPerThread); a handle reused by a new stream maps to a dead stream's id, which
+    // no live stream has.
+    struct Known {
+      cudaStream_t handle;
+      unsigned long long id;
+    };
+    static thread_local Known known[16] = {};
+    static thread_local unsigned next = 0;
+    const cudaStream_t stream = exec.cuda_stream();
     unsigned long long id = 0;
-    cuda_check(cudaStreamGetId(exec.cuda_stream(), &id), function, "identify the stream");
+    bool found = false;
+    for (const Known& k : known)
+      if (k.id != 0 && k.handle == stream) id = k.id, found = true;
+    if (!found) {
+      if (capturing)
+        refuse(function,
+               "this thread made no call on this stream before its capture into a CUDA graph "
+               "(a plan cannot be made during one: it allocates): make one call before the "
+               "capture");
+      cuda_check(cudaStreamGetId(stream, &id), function, "identify the stream");
+      known[next++ % 16] = {stream, id};
+    }
     // Ids are unique within the process; the device keeps two devices' default streams apart.
     return std::uint64_t(id) ^ (std::uint64_t(exec.cuda_device()) << 56);
   }
@@ -57,7 +82,7 @@ std::optional<std::uint64_t> instance_identity(const ExecSpace& exec, const char
     return std::uint64_t(reinterpret_cast<std::uintptr_t>(stream));
   }
 #endif
-  (void)exec, (void)function;
+  (void)exec, (void)function, (void)capturing;
   if constexpr (is_host_space<ExecSpace>()) return std::uint64_t(0);
   return std::nullopt;
 }
