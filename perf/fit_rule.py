@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 # SPDX-License-Identifier: Apache-2.0
-"""The held-out study of auto's rule (issue 21, item 3): how far auto is behind the best path on
+"""The held-out study of auto's rule: how far auto is behind the best path on
 random shapes, on the shapes a model was fitted on and on the held-out rest.
 
 Reads the perf program's JSON outputs (ours_<shape>[_<precision>].json, as perf/compare.py

@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 # SPDX-License-Identifier: Apache-2.0
-"""Seeded random layer shapes for the held-out study of auto's rule (issue 21, item 3).
+"""Seeded random layer shapes for the held-out study of auto's rule.
 
 M log-uniform in [1, 16384], K and N log-uniform in [16, 65536]; a share of the extents moved off
 multiples of 4 (the vectorised and TMA paths' edge); shapes whose memory or work exceeds the

@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: Apache-2.0
-// Planning::Measure and wisdom (issue 21): the candidates Measure times (pure, under hand-made
+// Planning::Measure and wisdom: the candidates Measure times (pure, under hand-made
 // facts), the measured choice entering the pure dispatch, the timing rule; measured plans under
 // a fake clock (Tuning::measure_clock) pick the fastest candidate, list every candidate, compute
 // right and never run a refused path; with the real clock they compute right and leave the

@@ -114,9 +114,7 @@ class LtPlan {
     cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, &ac,
                                          sizeof(ac));
     // The heuristic's ranked algorithms: its first choice alone unless Planning::Measure times
-    // the first few (Planner.hpp). (Timing its first 8 once at 1024x8192x8192 on an H200 found
-    // none faster by more than 0.3%; PyTorch's own cuBLASLt call was 1.6% ahead at
-    // 4096x4096x11008, issue 21.)
+    // the first few (Planner.hpp; measurements in docs/design/dispatch.md).
     cublasLtMatmulHeuristicResult_t results[max_algorithms] = {};
     const int asked = std::max(1, std::min(algorithms, max_algorithms));
     int found = 0;
