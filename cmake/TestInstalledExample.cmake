@@ -20,6 +20,16 @@ function(run)
 endfunction()
 
 run(${CMAKE_COMMAND} --install "${BINARY_DIR}" --prefix "${WORK_DIR}/install" --config ${CONFIG})
+# The configured header is what tells the installed headers what this build enabled.
+if(NOT INCLUDEDIR)
+  set(INCLUDEDIR include)
+endif()
+set(config_hpp "${WORK_DIR}/install/${INCLUDEDIR}/FusedLinear/Config.hpp")
+execute_process(COMMAND ${CMAKE_COMMAND} -E compare_files "${config_hpp}"
+                        "${BINARY_DIR}/src/FusedLinear/Config.hpp" RESULT_VARIABLE rc)
+if(NOT rc EQUAL 0)
+  message(FATAL_ERROR "${config_hpp} is missing or differs from the build's Config.hpp")
+endif()
 # Not through run(): its ARGN would split the prefix list into separate arguments.
 execute_process(COMMAND ${CMAKE_COMMAND} -S "${SOURCE_DIR}/examples" -B "${WORK_DIR}/build" -G Ninja
                 -DCMAKE_BUILD_TYPE=${CONFIG} -DCMAKE_CXX_COMPILER=${CXX_COMPILER}

@@ -36,6 +36,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+from perf_common import BLAS_THREAD_VARIABLES, REFERENCE_PEER, parse_shape, shape_arg
+
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parent
 
@@ -84,7 +86,6 @@ HOST_PERF_ARGS = ["--reps", "10", "--warmup", "2"]
 # a typical VM's share of memory bandwidth; pass the real values with the flags.
 PLOT_DEFAULTS = {"cuda": (67.0, 4.3), "cpu": (0.3, 0.02)}
 
-REFERENCE_PEER = "torch eager fp32 (reference model)"
 SCALAR_BYTES = 4  # fp32: what the perf program and the fp32 peers measure
 COLUMNS = ["shape", "source", "path", "median_ms", "min_ms", "tflops", "vs_reference",
            "rel_err", "max_abs_err", "gemm", "unwritten", "note",
@@ -93,28 +94,11 @@ SUMMARY_COLUMNS = ["shape", "precision", "planning", "auto_plan_ms", "auto_ran",
                    "best_path", "best_ms",
                    "auto_vs_best_pct", "reference_ms", "auto_vs_reference", "strict_auto_ms",
                    "vs_strict_auto", "flags"]
-BLAS_THREAD_VARIABLES = ("OPENBLAS_NUM_THREADS", "BLIS_NUM_THREADS", "MKL_NUM_THREADS")
 AUTO_SLACK = 0.05  # auto may be this much slower than the best path before it is flagged
 
 
 def log(message):
     print(f"[compare] {message}", flush=True)
-
-
-def parse_shape(text):
-    """'MxKxN' -> (M, K, N), positive integers."""
-    try:
-        dims = tuple(int(v) for v in text.lower().split("x"))
-    except ValueError:
-        dims = ()
-    if len(dims) != 3 or min(dims) < 1:
-        raise argparse.ArgumentTypeError(f"'{text}' is not a shape MxKxN of positive integers")
-    return dims
-
-
-def shape_arg(text):
-    """Validates a command-line shape and spells it as the perf program and the peers do."""
-    return "x".join(str(d) for d in parse_shape(text))
 
 
 def intensity(shape):

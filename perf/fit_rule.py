@@ -31,6 +31,8 @@ import math
 import sys
 from pathlib import Path
 
+from perf_common import parse_shape
+
 FLOORS = {"strict": {"strict"}, "3xtf32": {"strict", "3xtf32"},
           "tf32": {"strict", "3xtf32", "tf32"}}
 
@@ -52,13 +54,8 @@ def load_runs(paths):
     return runs
 
 
-def dims(shape):
-    M, K, N = (int(v) for v in shape.split("x"))
-    return M, K, N
-
-
 def features(shape):
-    M, K, N = dims(shape)
+    M, K, N = parse_shape(shape)
     return [1.0, 2.0 * M * N * K, 4.0 * (M * K + N * K + N + M * N)]
 
 

@@ -74,12 +74,12 @@ class Model(nn.Module):
         return self.leaky_relu(x)
 
 
-def model_new_class(precision):
+def model_new_class(precision, algorithm="auto"):
     class ModelNew(fused_linear.FusedLinearLeakyReLU):
         def __init__(self, in_features, out_features, multiplier, negative_slope):
             super().__init__(in_features, out_features, multiplier, negative_slope,
-                             precision=precision)
-    ModelNew.__name__ = f"ModelNew[{precision}]"
+                             precision=precision, algorithm=algorithm)
+    ModelNew.__name__ = f"ModelNew[{precision}@{algorithm}]"
     return ModelNew
 
 
@@ -256,7 +256,9 @@ def main():
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     ap.add_argument("--problems", default="seed,earlier", help="comma list of seed, earlier")
-    ap.add_argument("--precisions", default="strict,3xtf32,tf32")
+    ap.add_argument("--precisions", default="strict,3xtf32,tf32",
+                    help="comma list of precisions, each optionally @algorithm (e.g. "
+                         "strict@vendor_lt) to time one path instead of auto")
     ap.add_argument("--trials", type=int, default=5, help="correctness trials")
     ap.add_argument("--atol", type=float, default=1e-4)
     ap.add_argument("--rtol", type=float, default=1e-4)
@@ -319,16 +321,20 @@ def main():
             rows.append(dict(problem=name, shape=shape, impl=f"Model {impl}", precision="strict",
                              correct="", max_abs_diff="", mean_abs_diff="", **timing_cols(t),
                              speedup_vs_eager="", speedup_vs_compile=""))
-        for precision in precisions:
-            model_new = build(model_new_class(precision), p, device).eval()
+        for entry in precisions:
+            precision, _, algorithm = entry.partition("@")
+            algorithm = algorithm or "auto"
+            model_new = build(model_new_class(precision, algorithm), p, device).eval()
             trials = check_correctness(model, model_new, p, device, args.trials, args.atol,
                                        args.rtol)
             info = fused_linear.run_info(timing_inputs[0], model_new.gemm.weight.detach(),
                                          model_new.gemm.bias.detach(), p["multiplier"],
-                                         p["negative_slope"], precision)
+                                         p["negative_slope"], precision, algorithm)
             t = time_model(model_new, timing_inputs, device, args.warmup, args.calls, flush)
             passed = sum(r["passed"] for r in trials)
-            row = dict(problem=name, shape=shape, impl="ModelNew", precision=precision,
+            row = dict(problem=name, shape=shape,
+                       impl="ModelNew" if algorithm == "auto" else f"ModelNew {algorithm}",
+                       precision=precision,
                        correct=f"{passed}/{len(trials)}",
                        max_abs_diff=max(r.get("max_abs_diff", math.inf) for r in trials),
                        mean_abs_diff=statistics.fmean(r.get("mean_abs_diff", math.inf)
@@ -337,9 +343,10 @@ def main():
                        speedup_vs_eager=ratio(baselines["eager"], t),
                        speedup_vs_compile=ratio(baselines["compile"], t))
             rows.append(row)
-            details.append(dict(problem=name, precision=precision, trials=trials, timing=t,
+            details.append(dict(problem=name, precision=precision, algorithm=algorithm,
+                                trials=trials, timing=t,
                                 run_info=info))
-            print(f"{name:8s} {shape:18s} {precision:7s} correct {row['correct']} "
+            print(f"{name:8s} {shape:18s} {entry:16s} correct {row['correct']} "
                   f"max|diff| {row['max_abs_diff']:.3g}  {t['mean_ms']:.4f} ms "
                   f"(std {t['std_ms']:.4f})  x{fmt(row['speedup_vs_eager'])} eager "
                   f"x{fmt(row['speedup_vs_compile'])} compile  [{info['algorithm']}, "

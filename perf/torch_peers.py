@@ -44,19 +44,10 @@ import re
 import sys
 import time
 
-REFERENCE_PEER = "torch eager fp32 (reference model)"
+from perf_common import BLAS_THREAD_VARIABLES, REFERENCE_PEER, parse_shape, shape_arg
+
 COMPILE_MODES = {"default": ["default"], "max": ["max-autotune-no-cudagraphs"],
                  "all": ["default", "max-autotune-no-cudagraphs"], "none": []}
-
-
-def parse_shape(text):
-    try:
-        dims = tuple(int(v) for v in text.lower().split("x"))
-    except ValueError:
-        dims = ()
-    if len(dims) != 3 or min(dims) < 1:
-        raise argparse.ArgumentTypeError(f"'{text}' is not a shape MxKxN of positive integers")
-    return dims
 
 
 def parse_args(argv=None):
@@ -85,7 +76,7 @@ def parse_args(argv=None):
     p.add_argument("--json", help="write the rows to this file")
     p.add_argument("--meta", help="write what ran (torch, device, BLAS, threads, method) here")
     a = p.parse_args(argv)
-    a.shapes = ["x".join(str(d) for d in parse_shape(s)) for s in a.shapes]
+    a.shapes = [shape_arg(s) for s in a.shapes]
     if a.reps is None:
         a.reps = 30 if a.device == "cuda" else 10
     if a.warmup is None:
@@ -99,7 +90,7 @@ ARGS = parse_args() if __name__ == "__main__" else None
 if ARGS is not None and ARGS.device == "cpu" and ARGS.threads:
     # The BLAS behind torch reads these when it loads: set them before importing torch, so that
     # torch.set_num_threads and the BLAS agree (OpenBLAS's pthread build has its own pool).
-    for var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS", "BLIS_NUM_THREADS"):
+    for var in ("OMP_NUM_THREADS",) + BLAS_THREAD_VARIABLES:
         os.environ.setdefault(var, str(ARGS.threads))
 
 import torch  # noqa: E402  (after the thread variables above)

@@ -3,10 +3,11 @@
 #   scripts/build-cuda.sh            set up Kokkos for CUDA (scripts/setup.sh cuda) and build
 #   scripts/build-cuda.sh --bundle   also gather what a GPU machine needs to run the tests and
 #                                    the perf comparison into .device/ (git-ignored): the
-#                                    binaries, perf/compare.py, perf/torch_peers.py, the host
-#                                    runtime libraries the binaries link that a CUDA image may
-#                                    lack, the MPI example with an Open MPI runtime (where MPI
-#                                    was found), and OLD_PERF (a perf binary) if set, as
+#                                    binaries, perf/compare.py, perf/torch_peers.py and
+#                                    perf/perf_common.py, the host runtime libraries the binaries
+#                                    link that a CUDA image may lack, the MPI example and
+#                                    benchmark with an Open MPI runtime (where MPI was found),
+#                                    and OLD_PERF (a perf binary) if set, as
 #                                    .device/old/. Run it there with scripts/device-run.sh.
 #   scripts/build-cuda.sh --kokkos-source PATH --kernels-source PATH [--no-deprecated] [--bundle]
 #                                    the same against the Kokkos and Kokkos Kernels sources given
@@ -52,7 +53,7 @@ if [ "$bundle" -eq 1 ]; then
   find "$build_dir/tests" -maxdepth 1 -type f -executable -name 'fused_linear_tests*' \
     -exec cp {} "$d/bin/" \;
   cp "$build_dir/perf/fused_linear_perf" "$build_dir/examples/linear_leaky_relu_example" "$d/bin/"
-  cp perf/compare.py perf/torch_peers.py "$d/"
+  cp perf/compare.py perf/torch_peers.py perf/perf_common.py "$d/"
   git rev-parse --short HEAD > "$d/COMMIT" 2>/dev/null || echo unknown > "$d/COMMIT"
   git diff --quiet HEAD 2>/dev/null || sed -i 's/$/+dirty/' "$d/COMMIT"
   echo "$(basename "$prefix")" > "$d/KOKKOS"  # which Kokkos prefix the binaries were built against
@@ -63,11 +64,13 @@ if [ "$bundle" -eq 1 ]; then
   for bin in "$d"/bin/*; do
     ldd "$bin" | awk '/=> \// { print $3 }'
   done | sort -u | grep -E 'lib(gomp|blas|lapack|gfortran|quadmath|blis)' | xargs -r -I{} cp -L {} "$d/lib/"
-  # The MPI example with a relocatable Open MPI runtime (device-run.sh mpi), where it was built.
-  mpi_bin="$build_dir/examples/mpi_sharded/mpi_sharded_linear"
-  if [ -x "$mpi_bin" ]; then
-    cp "$mpi_bin" "$d/bin/"
-    bash examples/mpi_sharded/bundle_openmpi.sh "$d/mpi" "$mpi_bin" >/dev/null
+  # The MPI example and benchmark with a relocatable Open MPI runtime (device-run.sh mpi), where
+  # they were built.
+  mpi_bins=("$build_dir/examples/mpi_sharded/mpi_sharded_linear"
+            "$build_dir/perf/mpi/mpi_sharded_bench")
+  if [ -x "${mpi_bins[0]}" ] && [ -x "${mpi_bins[1]}" ]; then
+    cp "${mpi_bins[@]}" "$d/bin/"
+    bash examples/mpi_sharded/bundle_openmpi.sh "$d/mpi" "${mpi_bins[@]}" >/dev/null
   fi
   strip --strip-debug "$d"/bin/* 2>/dev/null || true
   # One archive beside it, a third of the size, to carry to the GPU machine (device-run.sh

@@ -125,7 +125,7 @@ patched_prefix() {
   grep -q "CUDA" <(grep "Kokkos_DEVICES" "${src}/lib/cmake/Kokkos/KokkosConfigCommon.cmake") ||
     die "${src} is not a CUDA build of Kokkos"
   local dst="${build}-kokkos"
-  rm -rf "${dst}" && cp -a "${src}" "${dst}"
+  rm -rf "${dst}" && mkdir -p "$(dirname "${dst}")" && cp -a "${src}" "${dst}"
   local deps="${carry}/deps" f
   local cudalib="${CUDA_HOME}/lib64"
   [ -d "${cudalib}" ] || cudalib="${CUDA_HOME}/targets/x86_64-linux/lib"

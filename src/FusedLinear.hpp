@@ -4,12 +4,12 @@
 #ifndef FUSED_LINEAR_HPP
 #define FUSED_LINEAR_HPP
 
+#include "FusedLinear/Config.hpp"
 #include "FusedLinear/Epilogue.hpp"
 #include "FusedLinear/LinearLeakyReLU.hpp"
 #include "FusedLinear/Plan.hpp"
 #include "FusedLinear/Reference.hpp"
 #include "FusedLinear/Types.hpp"
-#include "FusedLinear/Version.hpp"
 #include "FusedLinear/Wisdom.hpp"
 
 #endif

@@ -103,7 +103,7 @@ std::vector<Arrangement> view_kinds(std::int64_t M, std::int64_t K, std::int64_t
 }
 
 /// 1. Every algorithm x precision x View kind, through the one-shot call and a Plan made on
-/// the same Views: which requests run is TestHelpers' `serves`; the rest must be refused.
+/// the same Views: which requests run is `serves` (support/Serves.hpp); the rest must be refused.
 template <class Exec, class Set>
 void every_view_kind(Tally& tally, std::int64_t M, std::int64_t K, std::int64_t N);
 

@@ -5,10 +5,18 @@
 // Views), the auto rule's thresholds at their boundaries, empty shapes; then the facts the
 // library gathers for real Views of this build, the host BLAS classification and the rule that
 // decides "host" by the execution space.
+#include <algorithm>
+#include <cstdint>
+#include <cstdio>
+#include <initializer_list>
+#include <stdexcept>
 #include <string>
+#include <type_traits>
+#include <utility>
 #include <vector>
 
-#include "TestHelpers.hpp"
+#include "support/Common.hpp"
+#include "support/Serves.hpp"
 
 namespace {
 
@@ -171,6 +179,51 @@ const char* const tf32_refusal = "precision tf32 needs cuBLAS or cuBLASLt";
 const char* const x3_refusal =
     "precision 3xtf32 runs on fused_sm90 (Hopper GPUs) and, through cuBLASLt";
 
+// The rows the tables share, in groups; each table is its groups and its own rows (expect_table
+// checks that together they list every Algorithm x Precision once).
+std::vector<Case> table(std::initializer_list<std::vector<Case>> groups) {
+  std::vector<Case> out;
+  for (const auto& g : groups) out.insert(out.end(), g.begin(), g.end());
+  return out;
+}
+
+/// Every build: the portable kernels run strict fp32.
+std::vector<Case> portable_strict() {
+  return {{A::Fused, S, ran(A::Fused, S, G::FusedKernel, false)},
+          {A::FusedSkinny, S, ran(A::FusedSkinny, S, G::SkinnyKernel, false)}};
+}
+
+/// vendor and vendor_prefill on the vendor BLAS `g` in precision `p`.
+std::vector<Case> vendor_paths(Gemm g, Precision p) {
+  return {{A::Vendor, p, ran(A::Vendor, p, g, true)},
+          {A::VendorPrefill, p, ran(A::VendorPrefill, p, g, true)}};
+}
+
+/// cuBLASLt serving the Views: vendor_lt in every precision, and auto takes it for strict and tf32.
+std::vector<Case> cublaslt_paths() {
+  return {{A::Auto, S, ran(A::VendorLt, S, G::CublasLt, true, true)},
+          {A::VendorLt, S, ran(A::VendorLt, S, G::CublasLt, true, true)},
+          {A::Auto, T, ran(A::VendorLt, T, G::CublasLt, true, true)},
+          {A::VendorLt, T, ran(A::VendorLt, T, G::CublasLt, true, true)},
+          {A::VendorLt, X3, ran(A::VendorLt, X3, G::CublasLt, true, true)}};
+}
+
+/// Without cuBLASLt no vendor path computes 3xtf32.
+std::vector<Case> vendor_paths_without_tf32x3() {
+  return {{A::Vendor, X3, refused("not on vendor here")},
+          {A::VendorPrefill, X3, refused("not on vendor_prefill here")},
+          {A::VendorLt, X3, refused("not on vendor here")}};
+}
+
+/// GPU builds: the shared tf32 and 3xtf32 refusals of the kernels listed.
+std::vector<Case> kernel_refusals(std::initializer_list<Algorithm> tf32,
+                                  std::initializer_list<Algorithm> tf32x3) {
+  std::vector<Case> out;
+  for (Algorithm a : tf32) out.push_back({a, T, refused(tf32_refusal)});
+  for (Algorithm a : tf32x3) out.push_back({a, X3, refused(x3_refusal)});
+  return out;
+}
+
 /// The host's table for a BLAS and the path strict auto takes at the shape (`automatic`).
 std::vector<Case> host_table(Gemm blas, Algorithm automatic) {
   const bool vb = blas != G::KokkosKernelsNative;
@@ -180,36 +233,35 @@ std::vector<Case> host_table(Gemm blas, Algorithm automatic) {
                          : automatic == A::FusedSkinny ? G::SkinnyKernel
                                                        : G::FusedKernel;
   const bool auto_vb = automatic == A::Vendor && vb;
-  return {
-      {A::Auto, S, ran(automatic, S, auto_gemm, auto_vb)},
-      {A::Vendor, S, ran(A::Vendor, S, blas, vb, false, native)},
-      {A::VendorPrefill, S, ran(A::VendorPrefill, S, blas, vb, false, native)},
-      {A::VendorLt, S, ran(A::Vendor, S, blas, vb, false, "cuBLASLt does not serve these Views")},
-      {A::Fused, S, ran(A::Fused, S, G::FusedKernel, false)},
-      {A::FusedSkinny, S, ran(A::FusedSkinny, S, G::SkinnyKernel, false)},
-      {A::FusedSm90, S, refused("fused_sm90 computes precision 3xtf32 only (asked: strict)")},
-      {A::SkinnySm90, S,
-       refused(std::string("skinny_sm90 (the sm_90a few-rows kernel) ") + not_built)},
-      // The tensor-core precisions under auto are floors; no host path computes them, so strict
-      // fp32 runs at every shape, and the note says why.
-      {A::Auto, T, ran(automatic, S, auto_gemm, auto_vb, false, "a floor")},
-      {A::Vendor, T, refused(std::string("vendor ") + gets)},
-      {A::VendorPrefill, T, refused(std::string("vendor_prefill ") + gets)},
-      {A::VendorLt, T, refused(std::string("vendor ") + gets)},
-      {A::Fused, T, refused("fused with these Views gets no tensor cores")},
-      {A::FusedSkinny, T, refused("fused_skinny with these Views gets no tensor cores")},
-      {A::FusedSm90, T, refused("fused_sm90 with these Views gets no tensor cores")},
-      {A::SkinnySm90, T, refused("skinny_sm90 with these Views gets no tensor cores")},
-      {A::Auto, X3, ran(automatic, S, auto_gemm, auto_vb, false, "a floor")},
-      {A::Vendor, X3, refused("not on vendor here")},
-      {A::VendorPrefill, X3, refused("not on vendor_prefill here")},
-      {A::VendorLt, X3, refused("not on vendor here")},
-      {A::Fused, X3, refused("not on fused here")},
-      {A::FusedSkinny, X3, refused("not on fused_skinny here")},
-      {A::FusedSm90, X3,
-       refused(std::string("fused_sm90 (the sm_90a 3xtf32 kernel) ") + not_built)},
-      {A::SkinnySm90, X3, refused("not on skinny_sm90 here")},
-  };
+  return table(
+      {portable_strict(),
+       vendor_paths_without_tf32x3(),
+       {
+           {A::Auto, S, ran(automatic, S, auto_gemm, auto_vb)},
+           {A::Vendor, S, ran(A::Vendor, S, blas, vb, false, native)},
+           {A::VendorPrefill, S, ran(A::VendorPrefill, S, blas, vb, false, native)},
+           {A::VendorLt, S,
+            ran(A::Vendor, S, blas, vb, false, "cuBLASLt does not serve these Views")},
+           {A::FusedSm90, S, refused("fused_sm90 computes precision 3xtf32 only (asked: strict)")},
+           {A::SkinnySm90, S,
+            refused(std::string("skinny_sm90 (the sm_90a few-rows kernel) ") + not_built)},
+           // The tensor-core precisions under auto are floors; no host path computes them, so
+           // strict fp32 runs at every shape, and the note says why.
+           {A::Auto, T, ran(automatic, S, auto_gemm, auto_vb, false, "a floor")},
+           {A::Vendor, T, refused(std::string("vendor ") + gets)},
+           {A::VendorPrefill, T, refused(std::string("vendor_prefill ") + gets)},
+           {A::VendorLt, T, refused(std::string("vendor ") + gets)},
+           {A::Fused, T, refused("fused with these Views gets no tensor cores")},
+           {A::FusedSkinny, T, refused("fused_skinny with these Views gets no tensor cores")},
+           {A::FusedSm90, T, refused("fused_sm90 with these Views gets no tensor cores")},
+           {A::SkinnySm90, T, refused("skinny_sm90 with these Views gets no tensor cores")},
+           {A::Auto, X3, ran(automatic, S, auto_gemm, auto_vb, false, "a floor")},
+           {A::Fused, X3, refused("not on fused here")},
+           {A::FusedSkinny, X3, refused("not on fused_skinny here")},
+           {A::FusedSm90, X3,
+            refused(std::string("fused_sm90 (the sm_90a 3xtf32 kernel) ") + not_built)},
+           {A::SkinnySm90, X3, refused("not on skinny_sm90 here")},
+       }});
 }
 
 // Host auto (Impl::AutoRule::host_*): fused_skinny for few rows; vendor where an optimised BLAS
@@ -271,33 +323,24 @@ TEST(Dispatch, HostAutoRuleBoundaries) {
 }
 
 TEST(Dispatch, CudaOnHopper) {
-  expect_table("Hopper", hopper(), large,
-               {
-                   {A::Auto, S, ran(A::VendorLt, S, G::CublasLt, true, true)},
-                   {A::Vendor, S, ran(A::Vendor, S, G::Cublas, true)},
-                   {A::VendorPrefill, S, ran(A::VendorPrefill, S, G::Cublas, true)},
-                   {A::VendorLt, S, ran(A::VendorLt, S, G::CublasLt, true, true)},
-                   {A::Fused, S, ran(A::Fused, S, G::FusedKernel, false)},
-                   {A::FusedSkinny, S, ran(A::FusedSkinny, S, G::SkinnyKernel, false)},
-                   {A::FusedSm90, S, refused("fused_sm90 computes precision 3xtf32 only")},
-                   {A::SkinnySm90, S, ran(A::SkinnySm90, S, G::Sm90SkinnyKernel, false)},
-                   {A::Auto, T, ran(A::VendorLt, T, G::CublasLt, true, true)},
-                   {A::Vendor, T, ran(A::Vendor, T, G::Cublas, true)},
-                   {A::VendorPrefill, T, ran(A::VendorPrefill, T, G::Cublas, true)},
-                   {A::VendorLt, T, ran(A::VendorLt, T, G::CublasLt, true, true)},
-                   {A::Fused, T, refused(tf32_refusal)},
-                   {A::FusedSkinny, T, refused(tf32_refusal)},
-                   {A::FusedSm90, T, refused("fused_sm90 with these Views gets no tensor cores")},
-                   {A::SkinnySm90, T, refused("skinny_sm90 with these Views gets no tensor cores")},
-                   {A::Auto, X3, ran(A::FusedSm90, X3, G::Sm90Tf32x3Kernel, false)},
-                   {A::Vendor, X3, ran(A::Vendor, X3, G::CublasLt, true)},
-                   {A::VendorPrefill, X3, ran(A::VendorPrefill, X3, G::CublasLt, true)},
-                   {A::VendorLt, X3, ran(A::VendorLt, X3, G::CublasLt, true, true)},
-                   {A::Fused, X3, refused(x3_refusal)},
-                   {A::FusedSkinny, X3, refused("not on fused_skinny here")},
-                   {A::FusedSm90, X3, ran(A::FusedSm90, X3, G::Sm90Tf32x3Kernel, false)},
-                   {A::SkinnySm90, X3, refused("not on skinny_sm90 here")},
-               });
+  expect_table(
+      "Hopper", hopper(), large,
+      table({portable_strict(),
+             vendor_paths(G::Cublas, S),
+             vendor_paths(G::Cublas, T),
+             vendor_paths(G::CublasLt, X3),
+             cublaslt_paths(),
+             kernel_refusals({A::Fused, A::FusedSkinny}, {A::Fused}),
+             {
+                 {A::FusedSm90, S, refused("fused_sm90 computes precision 3xtf32 only")},
+                 {A::SkinnySm90, S, ran(A::SkinnySm90, S, G::Sm90SkinnyKernel, false)},
+                 {A::FusedSm90, T, refused("fused_sm90 with these Views gets no tensor cores")},
+                 {A::SkinnySm90, T, refused("skinny_sm90 with these Views gets no tensor cores")},
+                 {A::Auto, X3, ran(A::FusedSm90, X3, G::Sm90Tf32x3Kernel, false)},
+                 {A::FusedSkinny, X3, refused("not on fused_skinny here")},
+                 {A::FusedSm90, X3, ran(A::FusedSm90, X3, G::Sm90Tf32x3Kernel, false)},
+                 {A::SkinnySm90, X3, refused("not on skinny_sm90 here")},
+             }}));
   // Few rows: the few-rows kernel, and strict as the floor of the tensor-core precisions.
   expect_case("Hopper", hopper(), few_rows,
               {A::Auto, S, ran(A::SkinnySm90, S, G::Sm90SkinnyKernel, false)});
@@ -317,15 +360,9 @@ TEST(Dispatch, CudaOnHopper) {
               {A::Auto, T, ran(A::VendorLt, T, G::CublasLt, true, true)});
   expect_case("Hopper", hopper(), tf32_past,
               {A::Auto, X3, ran(A::SkinnySm90, S, G::Sm90SkinnyKernel, false, false, "a floor")});
-  const Shape small_work{128, 4096, 1024}, enough_work{128, 4096, 2048};
-  static_assert(
-      128 * 4096 * 1024 < Rule::tf32x3_min_work && 128 * 4096 * 2048 == Rule::tf32x3_min_work,
-      "the two shapes straddle tf32x3_min_work");
-  expect_case("Hopper", hopper(), small_work,
+  expect_case("Hopper", hopper(), Shape{128, 4096, 1024},
               {A::Auto, X3, ran(A::VendorLt, S, G::CublasLt, true, true, "a floor")});
-  expect_case("Hopper", hopper(), enough_work,
-              {A::Auto, X3, ran(A::FusedSm90, X3, G::Sm90Tf32x3Kernel, false)});
-  expect_case("Hopper", hopper(), small_work,
+  expect_case("Hopper", hopper(), Shape{128, 4096, 1024},
               {A::Auto, T, ran(A::VendorLt, T, G::CublasLt, true, true)});
   // Explicit requests keep their meaning at few rows.
   expect_case("Hopper", hopper(), few_rows,
@@ -334,36 +371,60 @@ TEST(Dispatch, CudaOnHopper) {
               {A::VendorLt, T, ran(A::VendorLt, T, G::CublasLt, true, true)});
 }
 
+// 3xtf32 under auto (Impl::tf32x3_slower): strict fp32 below each of the criteria's bounds,
+// fused_sm90 at them; each pair differs in one extent.
+TEST(Dispatch, Tf32x3FloorBoundaries) {
+  const std::int64_t t = Rule::tf32x3_tile;
+  const std::int64_t few_tiles_n = (Rule::tf32x3_min_tiles - 1) * t;
+  const std::int64_t half_n = std::int64_t(Rule::tf32x3_min_n_use * double(t));
+  const std::int64_t rows = Rule::tf32x3_padded_min_rows;
+  const struct {
+    Shape shape;
+    bool strict;
+  } cases[] = {
+      {{64, 1023, 4096}, true},  // below tf32x3_min_work
+      {{64, 1024, 4096}, false},
+      {{128, 4096, few_tiles_n}, true},  // fewer than tf32x3_min_tiles on a mid-size product
+      {{128, 4096, few_tiles_n + t}, false},
+      {{128, 32768, few_tiles_n}, false},  // few tiles, but past tf32x3_few_tiles_work
+      {{4096, 4096, half_n - 1}, true},    // N less than half its tile
+      {{4096, 4096, half_n}, false},
+      {{rows - 1, 8190, 8192}, true},  // W rows not 16-byte aligned on few rows
+      {{rows, 8190, 8192}, false},
+      {{rows - 1, 8192, 8192}, false},
+  };
+  static_assert(std::int64_t(64) * 1024 * 4096 == Rule::tf32x3_min_work, "");
+  static_assert(std::int64_t(128) * 4096 * 2560 < Rule::tf32x3_few_tiles_work &&
+                    std::int64_t(128) * 32768 * 2432 >= Rule::tf32x3_few_tiles_work,
+                "");
+  for (const auto& c : cases) {
+    const std::string s = std::to_string(c.shape.M) + "x" + std::to_string(c.shape.K) + "x" +
+                          std::to_string(c.shape.N);
+    EXPECT_EQ(Impl::tf32x3_slower(c.shape), c.strict) << s;
+    const Impl::Decision d = Impl::resolve({A::Auto, X3, false}, c.shape, hopper(), fn);
+    EXPECT_EQ(d.algorithm, c.strict ? Impl::strict_auto(c.shape, hopper()) : A::FusedSm90) << s;
+    EXPECT_EQ(d.precision, c.strict ? S : X3) << s;
+  }
+}
+
 TEST(Dispatch, CudaOnAnotherGpu) {
-  expect_table("other GPU", other_gpu(), large,
-               {
-                   {A::Auto, S, ran(A::VendorLt, S, G::CublasLt, true, true)},
-                   {A::Vendor, S, ran(A::Vendor, S, G::Cublas, true)},
-                   {A::VendorPrefill, S, ran(A::VendorPrefill, S, G::Cublas, true)},
-                   {A::VendorLt, S, ran(A::VendorLt, S, G::CublasLt, true, true)},
-                   {A::Fused, S, ran(A::Fused, S, G::FusedKernel, false)},
-                   {A::FusedSkinny, S, ran(A::FusedSkinny, S, G::SkinnyKernel, false)},
-                   {A::FusedSm90, S, refused("fused_sm90 computes precision 3xtf32 only")},
-                   {A::SkinnySm90, S,
-                    refused(std::string("skinny_sm90 (the sm_90a few-rows kernel) ") + not_hopper)},
-                   {A::Auto, T, ran(A::VendorLt, T, G::CublasLt, true, true)},
-                   {A::Vendor, T, ran(A::Vendor, T, G::Cublas, true)},
-                   {A::VendorPrefill, T, ran(A::VendorPrefill, T, G::Cublas, true)},
-                   {A::VendorLt, T, ran(A::VendorLt, T, G::CublasLt, true, true)},
-                   {A::Fused, T, refused(tf32_refusal)},
-                   {A::FusedSkinny, T, refused(tf32_refusal)},
-                   {A::FusedSm90, T, refused(tf32_refusal)},
-                   {A::SkinnySm90, T, refused(tf32_refusal)},
-                   {A::Auto, X3, ran(A::VendorLt, X3, G::CublasLt, true, true)},
-                   {A::Vendor, X3, ran(A::Vendor, X3, G::CublasLt, true)},
-                   {A::VendorPrefill, X3, ran(A::VendorPrefill, X3, G::CublasLt, true)},
-                   {A::VendorLt, X3, ran(A::VendorLt, X3, G::CublasLt, true, true)},
-                   {A::Fused, X3, refused(x3_refusal)},
-                   {A::FusedSkinny, X3, refused(x3_refusal)},
-                   {A::FusedSm90, X3,
-                    refused(std::string("fused_sm90 (the sm_90a 3xtf32 kernel) ") + not_hopper)},
-                   {A::SkinnySm90, X3, refused(x3_refusal)},
-               });
+  expect_table(
+      "other GPU", other_gpu(), large,
+      table({portable_strict(),
+             vendor_paths(G::Cublas, S),
+             vendor_paths(G::Cublas, T),
+             vendor_paths(G::CublasLt, X3),
+             cublaslt_paths(),
+             kernel_refusals({A::Fused, A::FusedSkinny, A::FusedSm90, A::SkinnySm90},
+                             {A::Fused, A::FusedSkinny, A::SkinnySm90}),
+             {
+                 {A::FusedSm90, S, refused("fused_sm90 computes precision 3xtf32 only")},
+                 {A::SkinnySm90, S,
+                  refused(std::string("skinny_sm90 (the sm_90a few-rows kernel) ") + not_hopper)},
+                 {A::Auto, X3, ran(A::VendorLt, X3, G::CublasLt, true, true)},
+                 {A::FusedSm90, X3,
+                  refused(std::string("fused_sm90 (the sm_90a 3xtf32 kernel) ") + not_hopper)},
+             }}));
   expect_case("other GPU", other_gpu(), few_rows,
               {A::Auto, S, ran(A::FusedSkinny, S, G::SkinnyKernel, false)});
   expect_case("other GPU", other_gpu(), few_rows,
@@ -374,35 +435,26 @@ TEST(Dispatch, CudaWithoutCublasLt) {
   const std::string lt_note = "cuBLASLt does not serve these Views";
   expect_table(
       "CUDA without cuBLASLt", cuda_without_lt(), large,
-      {
-          {A::Auto, S, ran(A::Vendor, S, G::Cublas, true)},
-          {A::Vendor, S, ran(A::Vendor, S, G::Cublas, true)},
-          {A::VendorPrefill, S, ran(A::VendorPrefill, S, G::Cublas, true)},
-          {A::VendorLt, S, ran(A::Vendor, S, G::Cublas, true, false, lt_note)},
-          {A::Fused, S, ran(A::Fused, S, G::FusedKernel, false)},
-          {A::FusedSkinny, S, ran(A::FusedSkinny, S, G::SkinnyKernel, false)},
-          {A::FusedSm90, S, refused("fused_sm90 computes precision 3xtf32 only")},
-          {A::SkinnySm90, S, refused(not_built)},
-          {A::Auto, T, ran(A::Vendor, T, G::Cublas, true)},
-          {A::Vendor, T, ran(A::Vendor, T, G::Cublas, true)},
-          {A::VendorPrefill, T, ran(A::VendorPrefill, T, G::Cublas, true)},
-          {A::VendorLt, T, ran(A::Vendor, T, G::Cublas, true, false, lt_note)},
-          {A::Fused, T, refused(tf32_refusal)},
-          {A::FusedSkinny, T, refused(tf32_refusal)},
-          {A::FusedSm90, T, refused(tf32_refusal)},
-          {A::SkinnySm90, T, refused(tf32_refusal)},
-          // No path computes 3xtf32 without cuBLASLt or the Hopper kernel: auto's floor runs
-          // strict.
-          {A::Auto, X3, ran(A::Vendor, S, G::Cublas, true, false, "no path computes it here")},
-          {A::Vendor, X3, refused("not on vendor here")},
-          {A::VendorPrefill, X3, refused("not on vendor_prefill here")},
-          {A::VendorLt, X3, refused("not on vendor here")},
-          {A::Fused, X3, refused(x3_refusal)},
-          {A::FusedSkinny, X3, refused(x3_refusal)},
-          {A::FusedSm90, X3,
-           refused(std::string("fused_sm90 (the sm_90a 3xtf32 kernel) ") + not_built)},
-          {A::SkinnySm90, X3, refused(x3_refusal)},
-      });
+      table(
+          {portable_strict(),
+           vendor_paths(G::Cublas, S),
+           vendor_paths(G::Cublas, T),
+           vendor_paths_without_tf32x3(),
+           kernel_refusals({A::Fused, A::FusedSkinny, A::FusedSm90, A::SkinnySm90},
+                           {A::Fused, A::FusedSkinny, A::SkinnySm90}),
+           {
+               {A::Auto, S, ran(A::Vendor, S, G::Cublas, true)},
+               {A::VendorLt, S, ran(A::Vendor, S, G::Cublas, true, false, lt_note)},
+               {A::FusedSm90, S, refused("fused_sm90 computes precision 3xtf32 only")},
+               {A::SkinnySm90, S, refused(not_built)},
+               {A::Auto, T, ran(A::Vendor, T, G::Cublas, true)},
+               {A::VendorLt, T, ran(A::Vendor, T, G::Cublas, true, false, lt_note)},
+               // No path computes 3xtf32 without cuBLASLt or the Hopper kernel: auto's floor runs
+               // strict.
+               {A::Auto, X3, ran(A::Vendor, S, G::Cublas, true, false, "no path computes it here")},
+               {A::FusedSm90, X3,
+                refused(std::string("fused_sm90 (the sm_90a 3xtf32 kernel) ") + not_built)},
+           }}));
   expect_case("CUDA without cuBLASLt", cuda_without_lt(), few_rows,
               {A::Auto, X3, ran(A::FusedSkinny, S, G::SkinnyKernel, false, false, "a floor")});
 }
@@ -411,32 +463,25 @@ TEST(Dispatch, Hip) {
   const std::string lt_note = "cuBLASLt does not serve these Views";
   expect_table(
       "HIP with rocBLAS", hip_facts(G::Rocblas), large,
-      {
-          {A::Auto, S, ran(A::Vendor, S, G::Rocblas, true)},
-          {A::Vendor, S, ran(A::Vendor, S, G::Rocblas, true)},
-          {A::VendorPrefill, S, ran(A::VendorPrefill, S, G::Rocblas, true)},
-          {A::VendorLt, S, ran(A::Vendor, S, G::Rocblas, true, false, lt_note)},
-          {A::Fused, S, ran(A::Fused, S, G::FusedKernel, false)},
-          {A::FusedSkinny, S, ran(A::FusedSkinny, S, G::SkinnyKernel, false)},
-          {A::FusedSm90, S, refused("3xtf32 only")},
-          {A::SkinnySm90, S, refused(not_built)},
-          {A::Auto, T, ran(A::Vendor, S, G::Rocblas, true, false, "no path computes it here")},
-          {A::Vendor, T, refused("vendor with these Views gets rocBLAS")},
-          {A::VendorPrefill, T, refused("vendor_prefill with these Views gets rocBLAS")},
-          {A::VendorLt, T, refused("vendor with these Views gets rocBLAS")},
-          {A::Fused, T, refused(tf32_refusal)},
-          {A::FusedSkinny, T, refused(tf32_refusal)},
-          {A::FusedSm90, T, refused(tf32_refusal)},
-          {A::SkinnySm90, T, refused(tf32_refusal)},
-          {A::Auto, X3, ran(A::Vendor, S, G::Rocblas, true, false, "no path computes it here")},
-          {A::Vendor, X3, refused("not on vendor here")},
-          {A::VendorPrefill, X3, refused("not on vendor_prefill here")},
-          {A::VendorLt, X3, refused("not on vendor here")},
-          {A::Fused, X3, refused(x3_refusal)},
-          {A::FusedSkinny, X3, refused(x3_refusal)},
-          {A::FusedSm90, X3, refused(not_built)},
-          {A::SkinnySm90, X3, refused(x3_refusal)},
-      });
+      table(
+          {portable_strict(),
+           vendor_paths(G::Rocblas, S),
+           vendor_paths_without_tf32x3(),
+           kernel_refusals({A::Fused, A::FusedSkinny, A::FusedSm90, A::SkinnySm90},
+                           {A::Fused, A::FusedSkinny, A::SkinnySm90}),
+           {
+               {A::Auto, S, ran(A::Vendor, S, G::Rocblas, true)},
+               {A::VendorLt, S, ran(A::Vendor, S, G::Rocblas, true, false, lt_note)},
+               {A::FusedSm90, S, refused("3xtf32 only")},
+               {A::SkinnySm90, S, refused(not_built)},
+               {A::Auto, T, ran(A::Vendor, S, G::Rocblas, true, false, "no path computes it here")},
+               {A::Vendor, T, refused("vendor with these Views gets rocBLAS")},
+               {A::VendorPrefill, T, refused("vendor_prefill with these Views gets rocBLAS")},
+               {A::VendorLt, T, refused("vendor with these Views gets rocBLAS")},
+               {A::Auto, X3,
+                ran(A::Vendor, S, G::Rocblas, true, false, "no path computes it here")},
+               {A::FusedSm90, X3, refused(not_built)},
+           }}));
   // Without a vendor BLAS for the Views, auto takes the fused kernel (it beats Kokkos Kernels'
   // native gemm plus a pass); vendor says that the native gemm runs.
   const Facts native = hip_facts(G::KokkosKernelsNative);
@@ -451,16 +496,15 @@ TEST(Dispatch, Hip) {
 TEST(Dispatch, DoubleViews) {
   const char* tf32_float = "precision tf32 applies to float Views only";
   const char* x3_float = "precision 3xtf32 applies to float Views only";
-  std::vector<Case> cases = {
-      {A::Auto, S, ran(A::VendorLt, S, G::CublasLt, true, false)},
-      {A::Vendor, S, ran(A::Vendor, S, G::Cublas, true)},
-      {A::VendorPrefill, S, ran(A::VendorPrefill, S, G::Cublas, true)},
-      {A::VendorLt, S, ran(A::VendorLt, S, G::CublasLt, true, false)},
-      {A::Fused, S, ran(A::Fused, S, G::FusedKernel, false)},
-      {A::FusedSkinny, S, ran(A::FusedSkinny, S, G::SkinnyKernel, false)},
-      {A::FusedSm90, S, refused("3xtf32 only")},
-      {A::SkinnySm90, S, refused("runs on CUDA with float Views only")},
-  };
+  std::vector<Case> cases =
+      table({portable_strict(),
+             vendor_paths(G::Cublas, S),
+             {
+                 {A::Auto, S, ran(A::VendorLt, S, G::CublasLt, true, false)},
+                 {A::VendorLt, S, ran(A::VendorLt, S, G::CublasLt, true, false)},
+                 {A::FusedSm90, S, refused("3xtf32 only")},
+                 {A::SkinnySm90, S, refused("runs on CUDA with float Views only")},
+             }});
   for (Algorithm a : all_algorithms) {
     cases.push_back({a, T, refused(tf32_float)});
     cases.push_back({a, X3, refused(x3_float)});
@@ -501,14 +545,14 @@ TEST(Dispatch, AutoRuleBoundaries) {
     Shape shape;
     Algorithm other_gpu, hopper, without_lt, hip_native;
   };
-  const std::int64_t mid_n = Rule::mid_weights / 2048, small_n = Rule::small_weights / 2048;
-  const std::int64_t sm90_n = Rule::sm90_skinny_weights / 4096;
   const std::int64_t wide_k = Rule::sm90_skinny_wide_max_k, wide_n = Rule::sm90_skinny_wide_n;
+  // Small products: K at the work bound for 1024 x 64 outputs; N at the outputs bound for K 128.
+  const std::int64_t small_k = Rule::small_work / (1024 * 64);
+  const std::int64_t outputs_n = Rule::small_outputs / 1024;
   const Boundary cases[] = {
-      // Few rows: the portable skinny kernel up to skinny_rows (K = N = 8192: no other skinny
-      // rule); on Hopper the sm_90a one up to sm90_skinny_rows rows of layers of at least
-      // sm90_skinny_weights, and up to sm90_skinny_wide_rows where W is wide (N at least
-      // sm90_skinny_wide_n) and K at most sm90_skinny_wide_max_k.
+      // Few rows: the portable skinny kernel up to skinny_rows; on Hopper the sm_90a one up to
+      // sm90_skinny_rows rows of any layer, and up to sm90_skinny_wide_rows where W is wide (N
+      // at least sm90_skinny_wide_n) and K at most sm90_skinny_wide_max_k.
       {{Rule::skinny_rows, few_k, few_k},
        A::FusedSkinny,
        A::SkinnySm90,
@@ -540,43 +584,23 @@ TEST(Dispatch, AutoRuleBoundaries) {
        A::SkinnySm90,
        A::FusedSkinny,
        A::FusedSkinny},
-      {{Rule::skinny_rows, 4096, sm90_n},
-       A::FusedSkinny,
-       A::SkinnySm90,
-       A::FusedSkinny,
-       A::FusedSkinny},
-      {{Rule::skinny_rows, 4096, sm90_n - 1},
-       A::FusedSkinny,
-       A::FusedSkinny,
-       A::FusedSkinny,
-       A::FusedSkinny},
-      // Small layers: up to small_rows rows with N K up to small_weights.
-      {{Rule::small_rows, 2048, small_n},
-       A::FusedSkinny,
-       A::FusedSkinny,
-       A::FusedSkinny,
-       A::FusedSkinny},
-      {{Rule::small_rows + 1, 2048, small_n}, A::VendorLt, A::VendorLt, A::Vendor, A::Fused},
-      {{Rule::small_rows, 2048, small_n + 1}, A::VendorLt, A::VendorLt, A::Vendor, A::Fused},
-      // Mid rows: up to mid_rows rows with N K up to mid_weights.
-      {{Rule::mid_rows, 2048, mid_n},
-       A::FusedSkinny,
-       A::FusedSkinny,
-       A::FusedSkinny,
-       A::FusedSkinny},
-      {{Rule::mid_rows + 1, 2048, mid_n}, A::VendorLt, A::VendorLt, A::Vendor, A::Fused},
-      {{Rule::mid_rows, 2048, mid_n + 1}, A::VendorLt, A::VendorLt, A::Vendor, A::Fused},
+      {{Rule::skinny_rows, 64, 64}, A::FusedSkinny, A::SkinnySm90, A::FusedSkinny, A::FusedSkinny},
+      // Small products with few outputs: up to small_work multiply-adds and small_outputs.
+      {{1024, small_k, 64}, A::FusedSkinny, A::FusedSkinny, A::FusedSkinny, A::FusedSkinny},
+      {{1024, small_k + 1, 64}, A::VendorLt, A::VendorLt, A::Vendor, A::Fused},
+      {{1024, 128, outputs_n}, A::FusedSkinny, A::FusedSkinny, A::FusedSkinny, A::FusedSkinny},
+      {{1024, 128, outputs_n + 1}, A::Fused, A::Fused, A::Fused, A::Fused},
       // Short K: the fused kernel up to short_k.
       {{1024, Rule::short_k, 4096}, A::Fused, A::Fused, A::Fused, A::Fused},
       {{1024, Rule::short_k + 1, 4096}, A::VendorLt, A::VendorLt, A::Vendor, A::Fused},
   };
-  static_assert(Rule::sm90_skinny_weights % 4096 == 0, "");
   static_assert(Rule::sm90_skinny_rows == Rule::skinny_rows &&
                     Rule::skinny_rows < Rule::sm90_skinny_wide_rows &&
-                    Rule::sm90_skinny_wide_rows <= Rule::mid_rows &&
-                    Rule::mid_rows < Rule::small_rows && wide_k * wide_n > Rule::mid_weights,
+                    std::int64_t(1024) * small_k * 64 == Rule::small_work &&
+                    1024 * outputs_n == Rule::small_outputs &&
+                    std::int64_t(1024) * 128 * outputs_n <= Rule::small_work &&
+                    128 <= Rule::short_k && small_k > Rule::short_k,
                 "the boundaries above are probed in this order");
-  static_assert(Rule::small_weights % 2048 == 0 && Rule::mid_weights % 2048 == 0, "");
   for (const Boundary& b : cases) {
     const std::string s = std::to_string(b.shape.M) + "x" + std::to_string(b.shape.K) + "x" +
                           std::to_string(b.shape.N);

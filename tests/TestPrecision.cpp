@@ -299,10 +299,10 @@ TEST(Precision, Tf32x3HopperKernel) {
           << shape[0] << "x" << shape[1] << "x" << shape[2] << " kernel choice " << kernel;
     }
   }
-  // No skinny rule and at least AutoRule::tf32x3_min_work multiply-adds: auto's 3xtf32 is the
-  // Hopper kernel, with K not a multiple of 4 too.
+  // No skinny rule and none of Impl::tf32x3_slower's criteria: auto's 3xtf32 is the Hopper
+  // kernel, with K not a multiple of 4 too (on 128 rows or more).
   P large(1024, 1027, 1024, 9);
-  static_assert(std::int64_t(1024) * 1027 * 1024 >= Impl::AutoRule::tf32x3_min_work, "");
+  EXPECT_FALSE(Impl::tf32x3_slower(Impl::Shape{1024, 1027, 1024}));
   const auto automatic = attempt(large, 2, 0.1, options(Algorithm::Auto, Precision::TF32x3));
   ASSERT_TRUE(automatic);
   EXPECT_EQ(automatic->algorithm, Algorithm::FusedSm90);
@@ -480,9 +480,9 @@ TEST(Precision, SkinnySm90IsStrict) {
         << describe(options(Algorithm::SkinnySm90), *info);
     const auto automatic = attempt(p, 2, 0.1, options(Algorithm::Auto));
     ASSERT_TRUE(automatic);
-    // Auto takes it for few rows of large layers (Impl::AutoRule::sm90_skinny_*).
-    if (p.N * p.K >= Impl::AutoRule::sm90_skinny_weights)
-      EXPECT_EQ(automatic->algorithm, Algorithm::SkinnySm90);
+    // Auto takes it for few rows wherever it can (Impl::AutoRule::sm90_skinny_rows).
+    EXPECT_LE(p.M, Impl::AutoRule::sm90_skinny_rows);
+    EXPECT_EQ(automatic->algorithm, Algorithm::SkinnySm90);
     for (int splits : {2, 5}) {  // K split over a cluster, forced
       p.poison();
       const auto split =

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
-// The references themselves: the test's own float64 reference (TestHelpers.hpp) reproduces the
-// hand-computed values, and the library's FusedLinear::reference_linear_leaky_relu (what the
+// The references themselves: the test's own float64 reference (support/Oracle.hpp) reproduces
+// the hand-computed values, and the library's FusedLinear::reference_linear_leaky_relu (what the
 // perf program measures against) agrees with it, special values and signed zeros included; the
 // library's reference fails with a clear exception when it cannot allocate.
 #include <cmath>

@@ -65,73 +65,54 @@ struct Request {
   Choice measured = {};
 };
 
-struct Decision {
-  Algorithm algorithm = Algorithm::Auto;
-  Precision precision = Precision::Strict;
-  Gemm gemm = Gemm::None;
-  bool vendor_blas = false;
+/// What resolve decides: the RunInfo a plan reports (`measured` and `from_wisdom` are the plan's
+/// to set), and what the path's engine (engines/Engines.hpp) is set up with beyond it.
+struct Decision : RunInfo {
   /// vendor_lt adds the bias in cuBLASLt's epilogue; the pass then only scales.
   bool bias_in_gemm = false;
   /// vendor_lt's single product (strict, tf32): which of cuBLASLt's ranked algorithms runs, as
   /// measured (0: the heuristic's first choice).
   int lt_variant = 0;
-  std::string note;
 };
 
-/// Auto's thresholds, from measurements (perf/RESULTS.md, docs/design/dispatch.md).
+/// Auto's criteria on GPUs and hosts. Each has its reason here; the measurements behind it, the
+/// held-out study that validates it and the commands that re-derive it are in
+/// docs/design/dispatch.md ("The GPU rule", "The host rule").
 struct AutoRule {
-  /// GPUs: few rows stream W; the skinny kernels beat cuBLAS there (H200, K = N = 8192: the
-  /// portable one 1.4x at M = 1 to 1.2x at M = 16, cuBLAS ahead from M = 32).
-  static constexpr std::int64_t skinny_rows = 16;
-  /// Hopper: the sm_90a few-rows kernel streams W from the bulk-copy engine at 1.07-1.3x the
-  /// memory floor up to 16 rows of a large layer, whatever K (H200: 1x8192x8192 0.069 ms,
-  /// 16x8192x8192 0.087 against cuBLASLt's 0.173; 16x32768x4096 0.289 against 0.325); at 17-32
-  /// rows only where W is wide (32x8192x8192 0.131 against 0.223; at N = 4096 cuBLASLt is ahead:
-  /// 32x8192x4096 0.111 against 0.133, 32x32768x4096 0.321 against 0.471). Past 32 rows
-  /// cuBLASLt is level or ahead (40x8192x8192 0.232 against 0.223, 64x8192x8192 0.230 against
-  /// 0.228, 48x16384x8192 0.412 against 0.432, 64x32768x4096 0.398 against 0.836). Small layers
-  /// keep the portable kernel's single short launch.
+  /// Hopper: up to 16 rows (32 where W is wide) the sm_90a few-rows kernel streams W through the
+  /// bulk-copy engine, ahead of every other path at any size it takes.
   static constexpr std::int64_t sm90_skinny_rows = 16;
   static constexpr std::int64_t sm90_skinny_wide_rows = 32, sm90_skinny_wide_n = 8192,
                                 sm90_skinny_wide_max_k = 8192;
-  static constexpr std::int64_t sm90_skinny_weights = std::int64_t(1) << 24;
-  /// TF32 under auto: strict few-rows kernels are the faster way to at least TF32 accuracy up to
-  /// 16 rows (16x8192x8192 0.087 ms against TF32 cuBLASLt's 0.098), TF32 past them
-  /// (32x8192x8192 0.098 against 0.131).
-  static constexpr std::int64_t tf32_floor_rows = 16;
-  /// 3xtf32 under auto: below this many multiply-adds (M N K) strict fp32 is faster than the
-  /// 3xTF32 paths, whose split of the operands and split K are then most of the time
-  /// (128x4096x1024: strict cuBLASLt 0.055 ms against fused_sm90 0.062; from 517x1023x2049 on
-  /// fused_sm90 is ahead: 0.061 against 0.086).
-  static constexpr std::int64_t tf32x3_min_work = std::int64_t(1) << 30;
-  /// GPUs: small layers, one launch and no pass over Y (64x1024x1024, 128x1024x512: 1.3-1.5x
-  /// cuBLAS plus the pass; cuBLAS ahead at 128x4096x1024).
-  static constexpr std::int64_t small_rows = 256;
-  static constexpr std::int64_t small_weights = std::int64_t(1) << 21;
-  /// GPUs: up to 32 rows of small-to-mid layers (32x2048x2048 0.025 ms against cuBLASLt's 0.031).
-  static constexpr std::int64_t mid_rows = 32;
-  static constexpr std::int64_t mid_weights = std::int64_t(1) << 22;
+  /// GPUs: few rows stream W; the portable skinny kernel is ahead of cuBLAS there.
+  static constexpr std::int64_t skinny_rows = 16;
+  /// GPUs: small products with few outputs, where one short launch and no pass over Y win (the
+  /// skinny kernel computes each output as one dot product: many outputs make it slow).
+  static constexpr std::int64_t small_work = std::int64_t(1) << 27;     // M N K
+  static constexpr std::int64_t small_outputs = std::int64_t(1) << 20;  // M N
   /// GPUs: short K, where the pass over Y is a large share of cuBLAS plus the pass and the fused
-  /// kernel writes Y once (H200: 8192x64x8192 fused 0.305 ms against 0.580; 4096x256x4096 0.235
-  /// against 0.277; even at 2048x512x8192).
+  /// kernel writes Y once.
   static constexpr std::int64_t short_k = 256;
+  /// TF32 under auto: strict few-rows kernels are the faster way to at least TF32 accuracy up to
+  /// 16 rows.
+  static constexpr std::int64_t tf32_floor_rows = 16;
+  /// 3xtf32 under auto runs strict fp32 where fused_sm90's costs outweigh its tensor cores:
+  /// small products (the split of the operands is most of the time), few 128 x 128 output tiles
+  /// on a mid-size product (split K then dominates), N mostly padding of its tiles, and W rows
+  /// not 16-byte aligned on few rows (its padded copy of W costs more than the product saves).
+  static constexpr std::int64_t tf32x3_min_work = std::int64_t(1) << 28;
+  static constexpr std::int64_t tf32x3_min_tiles = 20;
+  static constexpr std::int64_t tf32x3_few_tiles_work = std::int64_t(1) << 31;
+  static constexpr std::int64_t tf32x3_tile = 128;
+  static constexpr double tf32x3_min_n_use = 0.5;
+  static constexpr std::int64_t tf32x3_padded_min_rows = 128;
 
   /// Host: few rows stream W from memory once; the skinny kernel's dot products along K beat the
-  /// fused kernel's packed GEMM up to 16 rows (1 thread of a 2-core Emerald Rapids Xeon VM,
-  /// AVX-512, docs/design/host-kernels.md: 1x4096x4096 4.8 ms against 11.2; 16x4096x4096 11.7
-  /// against 16.7; 16x1024x1024 0.42 against 0.55) and tie at 24-32 rows (24x4096x4096 11.6
-  /// against 12.1; 32x1024x1024 0.78 against 0.71).
+  /// fused kernel's packed GEMM up to 16 rows.
   static constexpr std::int64_t host_skinny_rows = 16;
-  /// Host with an optimised BLAS whose kernels fit the CPU (HostBlas::Optimized): the BLAS's
-  /// product plus the pass over Y beats the fused kernel by 5-15% on long-K products of at least
-  /// 128 rows (1 thread, OpenBLAS 0.3.21 with its SkylakeX kernels, share of the FMA peak:
-  /// 1024^3 81-82% against 75-76%; 512x4096x4096 79-83% against 70-75%; 1024x2048x2048 67-77%
-  /// against 60-67%; 128x1024x512 64-65% against 57-61%); the fused kernel stays level or ahead
-  /// where K is short (the pass is then a large share: 512^3 80-84% against 78-80%, 4096x64x4096
-  /// 34-36% against 36-37%, 2048x128x2048 53% against 55%), at 64 rows (64x1024x1024 38-41%
-  /// against 54-56%, 64x16384x1024 level). Every other host BLAS loses to the host kernels at
-  /// every shape measured, never vendor there: BLIS on its AVX2 kernels 1.4x, OpenBLAS on its
-  /// SSE3 ones 3.5-4.5x, the reference BLAS 40x (1024^3); and one not identified is not trusted.
+  /// Host with an optimised BLAS whose kernels fit the CPU (HostBlas::Optimized): its product plus
+  /// the pass over Y beats the fused kernel on long-K products of at least 128 rows; every other
+  /// host BLAS loses to the host kernels, and one not identified is not trusted.
   static constexpr std::int64_t host_vendor_rows = 128;
   static constexpr std::int64_t host_vendor_k = 1024;
 };
@@ -160,19 +141,28 @@ inline Algorithm strict_auto(const Shape& s, const Facts& f) {
       return Algorithm::Vendor;
     return Algorithm::Fused;
   }
-  if (f.sm90_skinny == nullptr && s.N * s.K >= AutoRule::sm90_skinny_weights &&
+  if (f.sm90_skinny == nullptr &&
       (s.M <= AutoRule::sm90_skinny_rows ||
        (s.M <= AutoRule::sm90_skinny_wide_rows && s.N >= AutoRule::sm90_skinny_wide_n &&
         s.K <= AutoRule::sm90_skinny_wide_max_k)))
     return Algorithm::SkinnySm90;
   if (s.M <= AutoRule::skinny_rows) return Algorithm::FusedSkinny;
-  if (s.M <= AutoRule::small_rows && s.N * s.K <= AutoRule::small_weights)
-    return Algorithm::FusedSkinny;
-  if (s.M <= AutoRule::mid_rows && s.N * s.K <= AutoRule::mid_weights)
+  if (s.M * s.N * s.K <= AutoRule::small_work && s.M * s.N <= AutoRule::small_outputs)
     return Algorithm::FusedSkinny;
   if (s.K <= AutoRule::short_k) return Algorithm::Fused;
   if (f.cublaslt) return Algorithm::VendorLt;
   return f.blas != Gemm::KokkosKernelsNative ? Algorithm::Vendor : Algorithm::Fused;
+}
+
+/// Where strict fp32 is faster than the 3xTF32 paths (AutoRule's 3xtf32 criteria).
+inline bool tf32x3_slower(const Shape& s) {
+  const std::int64_t t = AutoRule::tf32x3_tile;
+  const std::int64_t work = s.M * s.N * s.K, n_tiles = (s.N + t - 1) / t;
+  const std::int64_t tiles = (s.M + t - 1) / t * n_tiles;
+  return work < AutoRule::tf32x3_min_work ||
+         (tiles < AutoRule::tf32x3_min_tiles && work < AutoRule::tf32x3_few_tiles_work) ||
+         double(s.N) < AutoRule::tf32x3_min_n_use * double(n_tiles * t) ||
+         (s.K % 4 != 0 && s.M < AutoRule::tf32x3_padded_min_rows);
 }
 
 [[noreturn]] inline void refuse(const char* function, const std::string& problem) {
@@ -212,8 +202,7 @@ inline Decision resolve(const Request& r, const Shape& s, const Facts& f, const 
       d.algorithm = strict;
     } else if ((is_skinny(strict) &&
                 (r.precision == Precision::TF32x3 || s.M <= AutoRule::tf32_floor_rows)) ||
-               (r.precision == Precision::TF32x3 && has_tf32x3 &&
-                s.M * s.N * s.K < AutoRule::tf32x3_min_work)) {
+               (r.precision == Precision::TF32x3 && has_tf32x3 && tf32x3_slower(s))) {
       // The precision is a floor: strict fp32 is at least as accurate, and for few rows (W
       // streams at the memory's speed either way) and small products it is faster.
       d.algorithm = strict;

@@ -99,11 +99,11 @@ inline std::string blas_kernels(const std::string& path) {
 /// What the library at `path` is (classify_blas_library), corrected by what its kernels are
 /// for: an optimised library whose kernels use less of the CPU's vector units than it has is
 /// Generic. OpenBLAS says which kernels it runs (`kernels`, its core name); one that does not
-/// know the CPU falls back to its oldest: 0.3.21 runs "Prescott" (SSE3) on an Emerald Rapids
-/// Xeon, at 14% of its AVX-512 peak. BLIS does not say through libblas.so.3; 0.9 takes its
-/// AVX-512 kernels only where it can count the CPU's FMA units, and on the same Xeon ran its
-/// AVX2 ones ("Number of FMA units unknown; using 'haswell'", BLIS_ARCH_DEBUG=1) at 40% of
-/// the peak, 1.4x behind the fused kernel: on AVX-512 CPUs BLIS counts as Generic.
+/// know the CPU falls back to its oldest (0.3.21 runs "Prescott", SSE3, on an Emerald Rapids
+/// Xeon). BLIS does not say through libblas.so.3; 0.9 takes its AVX-512 kernels only where it
+/// can count the CPU's FMA units, and on the same Xeon ran its AVX2 ones ("Number of FMA units
+/// unknown; using 'haswell'", BLIS_ARCH_DEBUG=1), behind the fused kernel: on AVX-512 CPUs
+/// BLIS counts as Generic. Measurements: docs/design/host-kernels.md#the-host-blas-on-this-cpu.
 inline HostBlas classify_blas(const std::string& path, const std::string& kernels, int cpu_level) {
   const HostBlas library = classify_blas_library(path);
   if (library != HostBlas::Optimized) return library;

@@ -1,16 +1,19 @@
 // SPDX-License-Identifier: Apache-2.0
 /// \file Planner.hpp
 /// Planning::Measure, the step before the dispatch: which paths to time (the candidates `auto`
-/// may choose from, found by asking the pure Impl::resolve), how long to time each, and the
-/// timer. The plan (PlanImpl.hpp) runs the candidates; the fastest enters Impl::resolve as
-/// Request::measured, so the dispatch stays a pure function of its inputs.
+/// may choose from, found by asking the pure Impl::resolve), how long to time each, the timer,
+/// and the timing of the candidates the plan (PlanImpl.hpp) sets up. The fastest enters
+/// Impl::resolve as Request::measured, so the dispatch stays a pure function of its inputs.
 #ifndef FUSED_LINEAR_IMPL_PLANNER_HPP
 #define FUSED_LINEAR_IMPL_PLANNER_HPP
 
 #include <algorithm>
 #include <limits>
+#include <memory>
 #include <stdexcept>
+#include <string>
 #include <type_traits>
+#include <utility>
 #include <vector>
 
 #include <Kokkos_Core.hpp>
@@ -34,14 +37,16 @@ struct MeasureRule {
   /// the slack (a first launch may load a module), gets no timed call: it cannot win.
   static constexpr double warmup_drop_factor = 2.0;
   static constexpr double warmup_drop_slack_ms = 0.5;
+  /// A warm-up this far behind is more likely a one-time cost (the process's first cuBLAS call
+  /// makes its handle) than the path's speed: the candidate gets a second warm-up call.
+  static constexpr double warmup_retry_factor = 8.0;
   /// A candidate whose first timed call is this much slower than the best so far gets no more.
   static constexpr double first_call_drop_factor = 1.25;
   /// vendor_lt in strict or tf32: cuBLASLt's first ranked algorithms timed, each a candidate.
   static constexpr int cublaslt_algorithms = 4;
-  /// The whole measurement's bound: once the timed calls add up to this many calls of the best
-  /// candidate so far, and to at least `budget_min_ms` (small layers: a first launch alone can
-  /// cost hundreds of their calls), the rest are not timed (they come last: the slower
-  /// arithmetic).
+  /// The whole measurement's bound: once the timed calls (not the warm-ups: one or two per
+  /// candidate) add up to this many calls of the best candidate so far, and to at least
+  /// `budget_min_ms`, the rest are not timed (they come last: the slower arithmetic).
   static constexpr double budget_calls = 20;
   static constexpr double budget_min_ms = 5.0;
 };
@@ -59,8 +64,9 @@ inline bool has_variants(const Choice& c) {
 /// The paths Planning::Measure times for a request: under Algorithm::Auto every explicit
 /// algorithm at every precision that meets the floor and that resolve serves for these facts
 /// (refusals caught), each path once (a fallback such as vendor_lt running vendor is that
-/// path), the rule's own choice first; under an explicit algorithm, that path alone. Throws as
-/// resolve does where the request itself is refused. Pure, like resolve.
+/// path; 3xtf32's cuBLASLt products once, as vendor_lt), the rule's own choice first; under an
+/// explicit algorithm, that path alone. Throws as resolve does where the request itself is refused.
+/// Pure, like resolve.
 inline std::vector<Choice> measure_candidates(const Request& request, const Shape& s,
                                               const Facts& f, const char* function) {
   std::vector<Choice> out;
@@ -79,6 +85,11 @@ inline std::vector<Choice> measure_candidates(const Request& request, const Shap
     if (!meets_floor(p, request.precision)) continue;
     for (const Algorithm a : all_algorithms) {
       if (a == Algorithm::Auto) continue;
+      // 3xtf32 on vendor and vendor_prefill runs vendor_lt's three cuBLASLt products, set up
+      // with their 0.6 GB-class split operands each time: vendor_lt stands for the three.
+      if (p == Precision::TF32x3 && f.cublaslt &&
+          (a == Algorithm::Vendor || a == Algorithm::VendorPrefill))
+        continue;
       try {
         add(resolve(Request{a, p, request.zero_multiplier, Choice{}}, s, f, function));
       } catch (const std::invalid_argument&) {
@@ -89,39 +100,98 @@ inline std::vector<Choice> measure_candidates(const Request& request, const Shap
   return out;
 }
 
-/// One candidate's timing: its time (ms) and the calls it ran, the warm-up included.
+/// One candidate's timing: its time (ms) and the calls it ran, the warm-ups included.
 struct Timing {
   double ms = std::numeric_limits<double>::infinity();
   int calls = 0;
-  double spent_ms = 0;  // all its calls, the warm-up included
+  double timed_ms = 0;  // its timed calls, the warm-ups left out
 };
 
 /// Times one candidate against the best time so far (infinity for the first), by
-/// MeasureRule: `call(i)` runs the i-th call (0: the warm-up) and returns its milliseconds.
-/// At most 1 + MeasureRule::timed_calls calls; one where the warm-up shows it cannot win, two
-/// where the first timed call does or takes MeasureRule::enough_ms. A dropped candidate's time
-/// is the call that dropped it (always behind the best).
+/// MeasureRule: `call(i)` runs the i-th call and returns its milliseconds. A warm-up call (two
+/// where the first is far behind the best), then up to MeasureRule::timed_calls timed calls,
+/// fewer once they take MeasureRule::enough_ms or the first shows it cannot win; none where the
+/// warm-up shows it. A dropped candidate's time is the call that dropped it (behind the best).
 template <class Call>
 Timing time_candidate(Call&& call, double best_ms) {
   Timing t;
-  const double warmup = call(0);
-  t.calls = 1;
-  t.spent_ms = warmup;
+  const auto next = [&] { return call(t.calls++); };
+  double warmup = next();
+  if (warmup > MeasureRule::warmup_retry_factor * best_ms + MeasureRule::warmup_drop_slack_ms)
+    warmup = next();
   if (warmup > MeasureRule::warmup_drop_factor * best_ms + MeasureRule::warmup_drop_slack_ms) {
     t.ms = warmup;
     return t;
   }
-  double total = 0;
   for (int i = 1; i <= MeasureRule::timed_calls; ++i) {
-    const double ms = call(i);
-    ++t.calls;
+    const double ms = next();
     t.ms = std::min(t.ms, ms);
-    total += ms;
-    t.spent_ms += ms;
-    if (total >= MeasureRule::enough_ms) break;
+    t.timed_ms += ms;
+    if (t.timed_ms >= MeasureRule::enough_ms) break;
     if (i == 1 && ms > MeasureRule::first_call_drop_factor * best_ms) break;
   }
   return t;
+}
+
+/// What Planning::Measure's timing found: the fastest candidate, set up (nullptr where none could
+/// be), its choice and time, and every candidate listed (the chosen one not yet marked).
+template <class Candidate>
+struct Fastest {
+  std::unique_ptr<Candidate> plan;
+  Choice choice;
+  double ms = std::numeric_limits<double>::infinity();
+  std::vector<Measurement> timed;
+};
+
+/// Times `candidates` in order, each variant of each (`variants()`, `select(v)`), by
+/// time_candidate: `make(c)` sets one up (a std::unique_ptr<Candidate>; std::runtime_error where
+/// its memory cannot be had: listed, not timed); `call(candidate, c, v, i)` runs its i-th call
+/// and returns the milliseconds. `budgeted`: past MeasureRule's budget the rest are listed, not
+/// timed (a test's fake clock has every candidate timed). The previous best goes as a faster
+/// one is found: every call of it was waited for.
+template <class Candidate, class Make, class Call>
+Fastest<Candidate> time_candidates(const std::vector<Choice>& candidates, bool budgeted,
+                                   Make&& make, Call&& call) {
+  Fastest<Candidate> f;
+  double spent_ms = 0;
+  const auto untimed = [&f](const Choice& c) {
+    f.timed.push_back(
+        {c.algorithm, c.precision, 0, std::numeric_limits<double>::infinity(), 0, false});
+  };
+  for (const Choice& c : candidates) {
+    if (f.plan && budgeted &&
+        spent_ms > std::max(MeasureRule::budget_calls * f.ms, MeasureRule::budget_min_ms)) {
+      untimed(c);
+      continue;
+    }
+    std::unique_ptr<Candidate> candidate;
+    try {
+      candidate = make(c);
+    } catch (const std::runtime_error&) {
+      untimed(c);
+      continue;
+    }
+    bool leads = false;
+    for (int v = 0; v < candidate->variants(); ++v) {
+      candidate->select(v);
+      const Timing t = time_candidate([&](int i) { return call(*candidate, c, v, i); }, f.ms);
+      spent_ms += t.timed_ms;
+      f.timed.push_back({c.algorithm, c.precision, v, t.ms, t.calls, false});
+      if (t.ms < f.ms) {
+        f.ms = t.ms;
+        f.choice = Choice{c.algorithm, c.precision, v};
+        leads = true;
+      }
+    }
+    if (leads) {
+      candidate->select(f.choice.variant);
+      f.plan = std::move(candidate);
+    }
+  }
+  for (Measurement& m : f.timed)
+    m.chosen = f.plan && m.algorithm == f.choice.algorithm && m.precision == f.choice.precision &&
+               m.variant == f.choice.variant;
+  return f;
 }
 
 /// Milliseconds of work enqueued on an execution space instance: on CUDA events recorded on the

@@ -26,8 +26,8 @@
 
 #include <Kokkos_Core.hpp>
 
+#include "FusedLinear/Config.hpp"
 #include "FusedLinear/Types.hpp"
-#include "FusedLinear/Version.hpp"
 #include "FusedLinear/impl/Dispatch.hpp"
 #include "FusedLinear/impl/HostBlas.hpp"
 #include "FusedLinear/impl/cuda/CublasLt.hpp"

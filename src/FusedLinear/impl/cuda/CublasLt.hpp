@@ -1,13 +1,13 @@
 // SPDX-License-Identifier: Apache-2.0
 /// \file CublasLt.hpp
 /// cuBLASLt, called directly by the vendor_lt path and the vendor 3xTF32 products. Built when
-/// the CMake package found CUDA's cublasLt (it defines FUSED_LINEAR_ENABLE_CUBLASLT on CUDA
-/// builds).
+/// the CMake package found CUDA's cublasLt (FusedLinear/Config.hpp then defines
+/// FUSED_LINEAR_ENABLE_CUBLASLT).
 ///
 /// Why beside KokkosBlas::gemm: cuBLASLt takes the stream, the compute type (TF32 without touching
 /// a shared handle's math mode), the operands' alignment and a bias epilogue per descriptor; it
 /// is also what PyTorch's Linear calls. On an H200 it picks the same fp32 SIMT kernel as Kokkos
-/// Kernels' cublasSgemm at the large shapes, and is up to 5% faster at some others.
+/// Kernels' cublasSgemm at the large shapes (docs/design/vendor-paths.md#cublaslt-vendor_lt).
 ///
 /// A plan owns its handle and its descriptors (made once, with the heuristic's choice, when the
 /// plan is made: the query costs more than a small product); nothing here is process-wide.
@@ -15,6 +15,8 @@
 #define FUSED_LINEAR_IMPL_CUDA_CUBLASLT_HPP
 
 #include <Kokkos_Core.hpp>  // KOKKOS_ENABLE_CUDA
+
+#include "FusedLinear/Config.hpp"
 
 #if defined(FUSED_LINEAR_ENABLE_CUBLASLT) && defined(KOKKOS_ENABLE_CUDA)
 #define FUSED_LINEAR_CUBLASLT 1

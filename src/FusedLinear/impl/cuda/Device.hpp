@@ -69,10 +69,10 @@ inline bool stream_is_capturing(cudaStream_t stream) {
 
 /// Kokkos 3.4 sets cudaFuncCachePreferShared device-wide when it initialises (its own kernels
 /// carry per-kernel settings). cuBLAS's kernels follow the device-wide setting, and with it
-/// cuBLAS's fp32 SIMT GEMM runs 10% slower on an H200 (PyTorch's own 1024x8192x8192 product:
-/// 2.72 ms with the default preference, 3.00 ms with Kokkos'; docs/design/vendor-paths.md). So
-/// around a vendor GEMM the default preference is put back, and the previous one restored after
-/// (a launch-time preference: no effect on results). Needs the device current (CudaDeviceGuard).
+/// cuBLAS's fp32 SIMT GEMM runs slower on an H200
+/// (docs/design/vendor-paths.md#the-cublas-cache-preference-finding). So around a vendor GEMM
+/// the default preference is put back, and the previous one restored after (a launch-time
+/// preference: no effect on results). Needs the device current (CudaDeviceGuard).
 /// Not while `stream` is being captured: the graph's launches run later, whatever the setting
 /// is then.
 class CacheConfigGuard {

@@ -34,13 +34,9 @@ bool cublaslt_takes_bias(const BView& b) {
          reinterpret_cast<std::uintptr_t>(b.data()) % 16 == 0;
 }
 
-/// Length of the K ranges over which 3xTF32 lets the tensor cores accumulate hi.hi. Their fp32
-/// accumulation truncates: measured on an H200 (cuBLAS TF32, 1024x8192x8192), the norm-wise
-/// error of hi.hi grows in proportion to the accumulated length, 1.9e-5 over the whole K = 8192,
-/// 1.2e-6 over 512, 6.4e-7 over 256 (strict fp32 SIMT: 1.6e-6). The ranges' sums are added in
-/// fp32 with rounding; 256 keeps a factor 2 below strict fp32's error (512: faster, 1.80 against
-/// 2.13 ms, but too close to it). The small terms lo.hi + hi.lo (2^-10 of the size) run in one
-/// product. See docs/precision.md.
+/// Length of the K ranges over which 3xTF32 lets the tensor cores accumulate hi.hi: their fp32
+/// accumulation truncates, so its error grows with the length accumulated; 256 keeps a factor 2
+/// below strict fp32's error (docs/precision.md has the measurements, 512 among them).
 constexpr std::int64_t tf32x3_chunk = 256;
 
 /// An operand of 3xTF32 split into its two parts side by side, S = [first | second] (rows x
@@ -83,8 +79,8 @@ struct AddPartialSums {
 /// [hi | lo] (K padded with zeros to whole ranges): one TF32 product over both parts gives
 /// lo.hi + hi.lo, then hi.hi is added tf32x3_chunk columns at a time, either as one strided
 /// batch of the ranges' sums plus one pass adding them to Y in order (where they fit in
-/// Tuning::tf32x3_partials_limit bytes: small Y, long K; 256x65536x1024 on an H200: 0.98 ms
-/// against 2.45 range by range), or range by range with cuBLASLt adding each to Y (beta = 1).
+/// Tuning::tf32x3_partials_limit bytes: small Y, long K, where it is much faster;
+/// docs/design/vendor-paths.md), or range by range with cuBLASLt adding each to Y (beta = 1).
 template <class Scalar, class Layout>
 class LtProduct {
   static constexpr bool right = std::is_same<Layout, Kokkos::LayoutRight>::value;

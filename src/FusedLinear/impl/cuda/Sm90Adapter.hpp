@@ -7,6 +7,8 @@
 
 #include <Kokkos_Core.hpp>
 
+#include "FusedLinear/Config.hpp"
+
 #if defined(FUSED_LINEAR_ENABLE_SM90A) && defined(KOKKOS_ENABLE_CUDA)
 #define FUSED_LINEAR_SM90A 1
 

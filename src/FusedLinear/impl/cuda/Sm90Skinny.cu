@@ -3,24 +3,16 @@
 // declared in Sm90.hpp. No tensor cores: IEEE fp32 multiply-adds in a fixed order, so results are
 // bitwise the same run to run.
 //
-// At these shapes the layer is bound by reading W once (K = N = 8192: 268 MB, 0.064 ms at
-// ~4.2 TB/s). The portable Kokkos kernel keeps W's loads in flight in registers, where they
-// compete with the accumulators; here the copy engine (TMA) streams W into a deep ring in shared
-// memory instead, so the bytes in flight cost no registers:
-//   CTA = 1 producer warp + 8 consumer warps; it owns BN = 128 rows of W (128 columns of Y), MT
-//   rows of X (1, 2, 4, 8, 16, 32 or 64: the configuration taken for M) and one K range.
-//   Producer: one thread issues, per 32-k stage, a TMA box of W (128 rows x 128 bytes, 128-byte
-//   swizzle) and one of X (MT rows x 128 bytes) onto the stage's `full` mbarrier; STAGES-deep
-//   ring (8-12 stages, ~180-190 KB), `empty` mbarriers released by the consumers.
-//   Consumers: lane l owns W rows l, l+32, l+64, l+96 (swizzle: conflict-free 16-byte reads);
-//   the 8 warps split each stage's eight 4-k chunks (and, for MT > 16, X's rows: 16 per warp);
-//   X's values are the same address across the warp (broadcast reads). A thread keeps MR x 4
-//   accumulators (MR = min(MT, 16)) and adds its products in k order. (8 W rows per lane with
-//   8 X rows per thread, which halves X's shared-memory reads, measured 1.7-1.8x slower.)
-//   End: the warps' partial sums go through shared memory and are added in warp order; K split
-//   across CTAs: the S CTAs of a split form a thread-block cluster, and each adds all S CTAs'
-//   sums for its share of the tile in CTA order, reading the others' shared memory (DSMEM), then
-//   applies the epilogue. One launch, no workspace, no atomics, a fixed order of additions.
+// The layer is bound by reading W once. The portable kernel keeps W's loads in flight in
+// registers, where they compete with the accumulators; here the copy engine (TMA) streams W
+// into a deep ring in shared memory, so the bytes in flight cost no registers:
+//   CTA = 1 producer warp (one thread issues a TMA box of W, 128 rows x 32 k, and one of X, MT
+//   rows, per stage onto its `full` mbarrier) + 8 consumer warps (lane l owns W rows l, l+32,
+//   l+64, l+96, conflict-free through the 128-byte swizzle; X read by broadcast; MR x 4
+//   accumulators per thread, products added in k order). It owns 128 columns of Y, MT rows of X
+//   (1..64, by M) and one K range; a K split is a thread-block cluster whose CTAs add each
+//   other's sums in rank order through DSMEM. One launch, no workspace, no atomics.
+// Design and measurements: docs/design/sm90-kernels.md#few-rows-kernel-skinny_sm90.
 #include "FusedLinear/impl/cuda/Sm90.hpp"
 
 #include <stdint.h>
@@ -159,7 +151,7 @@ __global__ void __launch_bounds__(THREADS, 1)
       const uint8_t* ws = w_ring + st * W_STAGE + w_lane;
       const uint8_t* xs = x_ring + st * C::X_STAGE + mw * C::MR * 128;
       // Unrolled (MT 32, 64: 2 or 4 chunks): the next chunk's loads overlap this one's
-      // multiply-adds; 168 registers, no spills; 8% faster at M = 64 than a rolled loop.
+      // multiply-adds (168 registers, no spills; faster than a rolled loop).
 #pragma unroll
       for (int cc = 0; cc < C::CPW; ++cc) {
         const int c = kw * C::CPW + cc;

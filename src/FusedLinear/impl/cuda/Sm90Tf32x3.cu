@@ -6,7 +6,8 @@
 //
 // Two GEMM kernels share the mainloop below: a tile kernel (one CTA per 128x128 output tile,
 // hardware-scheduled) and a persistent split-K kernel used when the tile count leaves the last wave
-// mostly empty (see the dispatch at the end of the file).
+// mostly empty (see the dispatch at the end of the file). Design and measurements:
+// docs/design/sm90-kernels.md#3xtf32-gemm-kernel-fused_sm90.
 // Design (one CTA = 128 (n) x 128 (m) tile of Y^T, 384 threads):
 //   warpgroup 0: producer (one thread issues TMA loads: W tile 128x32 fp32, Xhi/Xlo tiles 128x32,
 //                128-byte swizzle, STAGES-deep ring with full/empty mbarriers).
@@ -47,9 +48,8 @@ constexpr int STAGE_BYTES = 3 * TILE_BYTES;  // W, Xhi, Xlo
 constexpr int SMEM_BYTES =
     STAGES * STAGE_BYTES + 1024 /*alignment slack*/ + 128 /*barriers + segment info*/;
 constexpr int THREADS = 384;
-// Promotion every 4 k-blocks = 128 K: all three products share the accumulator, so 256 K
-// measured 1.8e-6 (over the 1.5e-6 target), 128 K 9.2e-7 at the same speed (64 K: 5.1e-7,
-// 1-3% slower).
+// Promotion every 4 k-blocks = 128 K: every 256 K misses the accuracy goal, every 64 K costs
+// time (docs/design/sm90-kernels.md#3xtf32-gemm-kernel-fused_sm90).
 constexpr int PROMO = 4;
 
 __device__ __forceinline__ void wgmma_fence() {
@@ -762,7 +762,7 @@ cudaError_t tf32x3_linear_leaky_relu(cudaStream_t stream, const Device& d, const
     if (e != cudaSuccess) return e;
   }
 
-  // Kernel choice: the tile kernel (hardware-scheduled, ~4% faster per tile) unless its last wave
+  // Kernel choice: the tile kernel (hardware-scheduled, faster per tile) unless its last wave
   // would leave many SMs idle (wave efficiency T / (ceil(T/P) P) < 0.9): then the persistent
   // split-K kernel.
   const int M = (int)p.M, N = (int)p.N, K = (int)L.Kp;  // (padded K: the same blocks, zeros past K)

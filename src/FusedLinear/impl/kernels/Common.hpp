@@ -139,7 +139,8 @@ inline int league_size(std::int64_t teams, std::int64_t M, std::int64_t N) {
 /// The policy of an element-wise pass over a rows x columns matrix of layout Layout. On GPUs the
 /// contiguous index goes on the fast thread index: Kokkos 3.4's CUDA MDRange maps threadIdx.x to
 /// the first index whatever the iteration order, so with the default tile a LayoutRight matrix
-/// was written with a stride (measured 5x slower on an H200).
+/// was written with a stride, several times slower
+/// (docs/design/vendor-paths.md#kokkos-kernels-gemm).
 template <class ExecSpace, class Layout>
 Kokkos::MDRangePolicy<ExecSpace, Kokkos::Rank<2>, Kokkos::IndexType<std::int64_t>>
 elementwise_policy(const ExecSpace& exec, std::int64_t rows, std::int64_t columns) {

@@ -15,41 +15,32 @@
 namespace FusedLinear {
 namespace Impl {
 
-/// Tile parameters of the fused kernel, the one place per backend where they are set.
+/// Tile parameters of the fused kernel on GPUs, the one place where they are set: 128x128 team
+/// tiles of 256 threads with 8x8 thread tiles, K step 16, one team per SM (ptxas needs 167
+/// registers); double 64x64 with 4x4 (8-byte accumulators spilled at 8x8). The host runs
+/// HostFusedKernel instead. Why these values: docs/design/fused-kernel.md#tile-parameters.
 ///
-/// GPU (any non-host execution space): the classic SIMT SGEMM shape. A team of 256 threads
-/// computes a 128x128 tile of Y; each thread holds an 8x8 register tile (64 accumulators, 16
-/// operands per 64 FMAs: enough arithmetic intensity per shared-memory read to keep the FMA
-/// pipes busy). K advances 16 at a time through two scratch buffers (2 x 2 x 16 x 132 floats =
-/// 33.8 KB, under Kokkos 3.4's 48 KB level-0 cap). ptxas needs 167 registers for this without
-/// spilling, so the launch bound asks for one team per SM. Measured on the H200 at
-/// 1024x8192x8192 (perf/RESULTS.md): K step 16 with one team per SM 3.29 ms; K step 8 3.38 ms;
-/// two teams per SM (128 registers, spills) 3.47 ms (K step 16) and 3.70 ms (K step 8).
-/// The thread tile is split in 16-byte groups spaced tile/2 apart, so a warp's scratch reads
-/// are conflict-free broadcasts and its global writes are contiguous.
-///
-/// Host (OpenMP, Serial, Threads, HPX): not this kernel but HostFusedKernel (HostFusedKernel.hpp),
-/// a register-blocked GEMM on the host's SIMD vectors; run_fused takes it.
-///
-/// GPU double: 64 accumulators of 8 bytes would need the whole register file (the compiler spilled
-/// 2.2 KB per thread), so double uses 4x4 thread tiles on 64x64 team tiles.
-///
-/// FUSED_LINEAR_TUNE_TILE_K and FUSED_LINEAR_TUNE_MIN_TEAMS override the GPU float values for
-/// tuning experiments only (perf builds of several variants run side by side).
-#ifndef FUSED_LINEAR_TUNE_TILE_K
-#define FUSED_LINEAR_TUNE_TILE_K 16
+/// Tuning experiments alone change the GPU float K step and teams per SM: the perf program built
+/// with -DFusedLinear_PERF_TILE_K=... / -DFusedLinear_PERF_MIN_TEAMS=... (perf/CMakeLists.txt
+/// defines FUSED_LINEAR_PERF_* for that target only); every other translation unit gets these.
+#ifdef FUSED_LINEAR_PERF_TILE_K
+constexpr int fused_float_tile_k = FUSED_LINEAR_PERF_TILE_K;
+#else
+constexpr int fused_float_tile_k = 16;
 #endif
-#ifndef FUSED_LINEAR_TUNE_MIN_TEAMS
-#define FUSED_LINEAR_TUNE_MIN_TEAMS 1
+#ifdef FUSED_LINEAR_PERF_MIN_TEAMS
+constexpr int fused_float_min_teams = FUSED_LINEAR_PERF_MIN_TEAMS;
+#else
+constexpr int fused_float_min_teams = 1;
 #endif
 template <class ExecSpace, class Scalar, bool Host = is_host_space<ExecSpace>()>
 struct FusedTiles {
   static constexpr bool wide = sizeof(Scalar) > 4;
   static constexpr int vector = Pack16<Scalar>::size;
   static constexpr int tile_m = wide ? 64 : 128, tile_n = wide ? 64 : 128;
-  static constexpr int tile_k = wide ? 8 : FUSED_LINEAR_TUNE_TILE_K;
+  static constexpr int tile_k = wide ? 8 : fused_float_tile_k;
   static constexpr int thread_m = wide ? 4 : 8, thread_n = wide ? 4 : 8;
-  static constexpr int min_teams_per_sm = wide ? 1 : FUSED_LINEAR_TUNE_MIN_TEAMS;
+  static constexpr int min_teams_per_sm = wide ? 1 : fused_float_min_teams;
 };
 
 /// The fused Linear -> scale -> LeakyReLU kernel: Y = ep(X . W^T, b), one tile of Y per team.

@@ -7,10 +7,10 @@
 /// SSE2 with none), and the epilogue applied in registers before the single write of Y.
 ///
 /// Nothing Kokkos 3.4 lacks (it has no SIMD types): plain loops that the compiler vectorises,
-/// with OpenMP's `simd simdlen(lanes)` where the host compiler runs with OpenMP (GCC 12's tuning
-/// for AVX-512 CPUs prefers 256-bit vectors otherwise, half the arithmetic per instruction; with
-/// it the perf program's micro-kernel is 24 vfmadd231ps on zmm registers per k). Intrinsics only
-/// in one place, the 16 x 16 transposes of the packing (transpose_16x16), with a plain fallback.
+/// with OpenMP's `simd simdlen(lanes)` where the host compiler runs with OpenMP (without it GCC
+/// 12 prefers 256-bit vectors on AVX-512 CPUs: half the arithmetic per instruction; see
+/// docs/design/host-kernels.md#vector-code-without-simd-types). Intrinsics only in one place,
+/// the 16 x 16 transposes of the packing (transpose_16x16), with a plain fallback.
 /// Every element of Y is one thread's sum over k in a fixed order, whatever the thread count.
 #ifndef FUSED_LINEAR_IMPL_KERNELS_HOST_COMMON_HPP
 #define FUSED_LINEAR_IMPL_KERNELS_HOST_COMMON_HPP
@@ -60,9 +60,8 @@ struct HostVector {
 #if defined(FUSED_LINEAR_HOST_AVX512_TRANSPOSE)
 /// dst[q * ld + j] = rows[j][q] for j, q < 16 (a 16 x 16 block of floats transposed in
 /// registers), storing the lanes of `lanes`. The one place the host kernels use intrinsics:
-/// packing transposes W and X, and element by element it took a fifth of the fused kernel's
-/// time at 1024^3 (0.7 ns per element against 0.3 ns this way, docs/design/host-kernels.md);
-/// compilers do not find this shuffle network themselves.
+/// element by element, packing's transposes were a large share of the fused kernel's time, and
+/// compilers do not find this shuffle network (docs/design/host-kernels.md#fused-on-the-host).
 inline void transpose_16x16(const float* const (&rows)[16], float* dst, std::int64_t ld,
                             __mmask16 lanes) {
   __m512 r[16], t[16];

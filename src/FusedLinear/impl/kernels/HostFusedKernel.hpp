@@ -17,22 +17,12 @@ namespace FusedLinear {
 namespace Impl {
 
 /// Tiles of the host fused kernel (a GEMM in the manner of GotoBLAS/BLIS with the epilogue in
-/// registers), one place.
-///
-/// Micro-tile: `mr` rows x `nr` columns of Y in registers, nr = two vectors; each k costs two
-/// vector loads of packed W, mr broadcasts of packed X and 2 mr multiply-adds, so mr is as large
-/// as the register file allows: 2 mr accumulators + 2 + 1 registers (AVX-512: 32 registers,
-/// mr = 12 (24 accumulators); AVX2/SSE: 16 registers, mr = 6 (12)). K advances in blocks of
-/// `kc`: an X strip (mr x kc, packed k-major) stays in L1 while the packed W micro-panels
-/// (kc x nr each) stay in L1 in turn while the item's X strips stream from L2 (the item's
-/// packed W block, columns x kc, and X block, rows x kc, stay there). A work item is a tile of Y
-/// of up to `max_columns` columns (W block 512 KB for float on AVX-512) and `max_rows` rows (X
-/// block 768 KB): the W block it packs serves all of its rows and the X block all of its
-/// columns (packing costs about 1 ns per element of W or X, against rows or columns / 32 cycles
-/// of multiply-adds on AVX-512). X is packed too although its rows are contiguous along K: read
-/// in place, the mr rows (K apart, 4 KB at K = 1024) fall in the same L1 sets.
-/// Measured (1 thread, share of the FMA peak, 768x1024x768, 512x4096x4096): kc = 128 or 384
-/// 5-10% below 256; max_columns 8 nr 5-15% below 16 nr, 32 nr level or 3% below.
+/// registers), one place. Micro-tile: `mr` x `nr` of Y in registers (nr = two vectors, mr as
+/// large as 2 mr accumulators + 3 registers allow). K in blocks of `kc`, so that a packed W
+/// micro-panel (kc x nr) stays in L1; a work item's packed W block (`max_columns` x kc) and X
+/// block (`max_rows` x kc) stay in L2, each packed once for all of the other side. X is packed
+/// too: read in place, its mr rows (K apart) fall in the same L1 sets. Why these values:
+/// docs/design/host-kernels.md#fused-on-the-host.
 template <class Scalar>
 struct HostFusedTiles {
   static constexpr int lanes = HostVector::lanes<Scalar>();
@@ -125,8 +115,7 @@ struct HostFusedKernel {
     Scalar* const packed_x = packed_w + w_block(grid);
 
     // Per K block: pack, then each W micro-panel (kc x nr, in L1) against every X strip
-    // (mr x kc, from L2). (X strips outermost, each W panel streaming from L2, measured the
-    // same within the noise; kc = 128 or 384 instead of 256 5-10% slower at 768x1024x768.)
+    // (mr x kc, from L2).
     for (std::int64_t pc = 0; pc < K; pc += KC) {
       const int kc = K - pc < KC ? int(K - pc) : KC;
       pack_w(n0, n1, pc, kc, packed_w);

@@ -16,39 +16,20 @@
 namespace FusedLinear {
 namespace Impl {
 
-/// Tile parameters of the skinny kernel (few rows of X: inference-like batches, and small
-/// problems), one place per backend.
+/// Tile parameters of the skinny kernel (few rows of X, small layers), one place per backend.
 ///
-/// GPU: the layer is bound by streaming W (N x K) once, and the 128x128 tiles of the fused
-/// kernel would leave most SMs idle and compute mostly padding. A team owns `rows` = 8 rows and
-/// `groups * columns` = 32 columns of Y (N = 8192 gives 256 teams per row block: two resident
-/// per SM). Each warp owns `columns` rows of W and its `lanes` split K: per step lane l loads
-/// one 16-byte pack of each of its W rows at k = 4l (coalesced 512-byte warp loads); `steps`
-/// steps form a chunk of K whose W loads are all requested right after the previous chunk's
-/// FMAs, so they are in flight during X's staging and the barrier. X's chunk (8 x 256 values)
-/// is staged in team scratch, double-buffered, with coalesced 16-byte loads: every warp then
-/// reads it at shared-memory latency. Row blocks of one column block are adjacent in the
-/// league, so a second row block mostly reads W from L2. At the end the 32 lanes' partial sums
-/// are added in team scratch in lane order (deterministic; rows padded against bank
-/// conflicts) and the epilogue writes Y. One launch; where tiles are few and K long, K is split
-/// across teams with an in-kernel fix-up (SkinnySplit).
-/// For M > 8 (float) a tall variant takes 16 rows and 1 step per chunk (64 accumulators + 16 W
-/// values): W is read once for 16 rows instead of twice.
-/// Why these values (H200, 2026-11-30, perf/RESULTS.md): they stay within the 128 registers
-/// that `min_teams` = 2 teams of 256 threads per SM allow, with no spills; 16 rows with 2 steps
-/// spilled and ran 1.2-1.7x slower at M = 1..64, 8 rows with 4 steps 1.3-1.5x slower. 16 rows
-/// with 1 step: 0.129 ms against 0.153 at M = 16, 0.238 against 0.277 at M = 32, but 0.093
-/// against 0.082 at M = 1 (half the W bytes in flight per chunk), hence the switch at M > 8
-/// (unless the tall teams would be at most one per SM: run_skinny).
-/// History: reading X from global memory at every step (16 dependent L2 round trips) took
-/// 0.57 ms at 16x8192x8192; now 0.129 ms, and 0.082 ms at M = 1 (3.3 TB/s of W, faster than
-/// cuBLAS's GEMV-like kernel).
+/// GPU: the layer is bound by streaming W once. A team owns `rows` rows and `groups * columns`
+/// = 32 columns of Y; each warp owns `columns` rows of W and its `lanes` split K, one 16-byte
+/// pack per lane and step (coalesced 512-byte warp loads). A chunk's W (`steps` steps) is
+/// requested before the previous chunk is used, and X's chunk is staged in team scratch,
+/// double-buffered. For M > 8 (float) the tall variant (16 rows, 1 step) reads W once for 16
+/// rows instead of twice. Both fit the 128 registers of `min_teams` = 2 teams per SM without
+/// spills; why these values: docs/design/skinny-kernel.md#gpu-design.
 ///
-/// Host: fused_skinny runs HostSkinnyKernel (HostSkinnyKernel.hpp), dot products on the host's SIMD
-/// vectors. This kernel runs on the host only where Tuning::skinny_splits forces split K, so
-/// that tests exercise the GPUs' split-K fix-up on a CPU: one thread per team, X read in place
-/// (no staging), 16 rows x 4 columns, 2 packs of K per chunk, the 4 columns' multiply-adds as
-/// one SIMD vector (`simd_columns`: GCC emitted scalar ones otherwise, 2x slower).
+/// Host: fused_skinny runs HostSkinnyKernel; this kernel runs there only where
+/// Tuning::skinny_splits forces split K, so that tests exercise the split-K fix-up on a CPU:
+/// one thread per team, X read in place, the 4 columns' multiply-adds as one SIMD vector
+/// (`simd_columns`; docs/design/skinny-kernel.md#host-variant).
 template <class ExecSpace, class Scalar, bool Tall, bool Host = is_host_space<ExecSpace>()>
 struct SkinnyTiles {
   static constexpr bool wide = sizeof(Scalar) > 4;
@@ -364,12 +345,9 @@ struct SkinnySplit {
       chunks_per_split = min_chunks_per_split;
     splits = int((chunks + chunks_per_split - 1) / chunks_per_split);  // none empty
   }
-  /// Why (H200, 2026-12-01, docs/design/skinny-kernel.md): a split pays where at most half the
-  /// resident slots would be busy and K is long (16x4096x4096: 0.086 -> 0.061 ms with 5 splits;
-  /// 32x2048x2048: 0.034 -> 0.030), and loses where the tiles nearly fill the GPU
-  /// (16x8192x8192, 256 tiles for 264 slots: 0.152 -> 0.18 ms) or K is a few chunks
-  /// (128x1024x512: 0.022 -> 0.023-0.030 ms: each split adds a fence, an atomic and a read of
-  /// the partial sums to a latency chain that is short already).
+  /// A split pays only where at most half the resident slots would be busy and K is long: each
+  /// split adds a fence, an atomic and a read of the partial sums
+  /// (docs/design/skinny-kernel.md#split-k).
   static constexpr std::int64_t split_waves = 2, min_chunks_per_split = 4;
 };
 
@@ -388,11 +366,8 @@ SkinnyChoice choose_skinny(const ExecSpace& exec, std::int64_t M, std::int64_t N
   using Short = SkinnyTiles<ExecSpace, Scalar, false>;
   using TallTiles = SkinnyTiles<ExecSpace, Scalar, true>;
   const std::int64_t sms = multiprocessors(exec);
-  // Tall rows read W once for 16 rows, but halve the teams: where that would leave at most one
-  // team per multiprocessor, the short rows run faster (H200: 128x1024x512 0.0166 ms against
-  // 0.0202, 16x4096x4096 0.050 against 0.062 split, 32x2048x2048 0.026 against 0.029; tall
-  // stays ahead from two teams per multiprocessor: 16x8192x8192 0.133 against 0.157,
-  // 128x4096x1024 0.062 against 0.070).
+  // Tall rows read W once for 16 rows but halve the teams: where that would leave at most one
+  // team per multiprocessor the short rows are faster (docs/design/skinny-kernel.md#split-k).
   const auto tiles_of = [&](int rows, int columns) {
     return (N + columns - 1) / columns * ((M + rows - 1) / rows);
   };

@@ -17,7 +17,8 @@ namespace Impl {
 /// cvt.rna.tf32.f32). A value the rounding would carry past FLT_MAX is truncated instead, so
 /// a finite input never gets an infinite high part; Inf and NaN are returned as they are.
 /// Branch-free (selects only): the sm_90a kernel splits W in its wgmma mainloop, where the
-/// branches an early return compiles to cost 20% of its speed.
+/// branches of an early return cost much of its speed
+/// (docs/design/sm90-kernels.md#3xtf32-gemm-kernel-fused_sm90).
 FUSED_LINEAR_FUNCTION float tf32_round(float x) {
   std::uint32_t u;
   std::memcpy(&u, &x, sizeof u);

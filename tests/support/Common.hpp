@@ -1,0 +1,46 @@
+// SPDX-License-Identifier: Apache-2.0
+// What every test file names: the library's types in the test namespace, the default execution
+// space, the precisions, two string predicates and the seed of the randomised tests.
+#ifndef FUSED_LINEAR_TEST_SUPPORT_COMMON_HPP
+#define FUSED_LINEAR_TEST_SUPPORT_COMMON_HPP
+
+#include <cstdint>
+#include <cstdlib>
+#include <string>
+
+#include <Kokkos_Core.hpp>
+
+#include <FusedLinear.hpp>
+
+namespace FusedLinearTest {
+
+namespace Impl = FusedLinear::Impl;
+using FusedLinear::Algorithm;
+using FusedLinear::all_algorithms;
+using FusedLinear::Gemm;
+using FusedLinear::Options;
+using FusedLinear::Precision;
+using FusedLinear::RunInfo;
+using FusedLinear::Tuning;
+
+using ExecSpace = Kokkos::DefaultExecutionSpace;
+using MemorySpace = ExecSpace::memory_space;
+
+constexpr Precision all_precisions[] = {Precision::Strict, Precision::TF32, Precision::TF32x3};
+
+inline bool starts_with(const std::string& s, const std::string& prefix) {
+  return s.rfind(prefix, 0) == 0;
+}
+inline bool contains(const std::string& s, const std::string& part) {
+  return s.find(part) != std::string::npos;
+}
+
+/// The seed of the randomised tests: FUSED_LINEAR_TEST_SEED, else a fixed default (printed).
+inline std::uint64_t test_seed(std::uint64_t fallback = 20261201) {
+  if (const char* s = std::getenv("FUSED_LINEAR_TEST_SEED")) return std::strtoull(s, nullptr, 10);
+  return fallback;
+}
+
+}  // namespace FusedLinearTest
+
+#endif
