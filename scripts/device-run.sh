@@ -22,7 +22,8 @@
 #   scripts/device-run.sh sass                   instruction mix of the FusedLinear kernels
 #   scripts/device-run.sh tests compare ...      several steps in one call (one lease)
 # Extra perf arguments: PERF_ARGS="--reps 50"; extra compare.py arguments: COMPARE_ARGS="--tf32";
-# STEP_TIMEOUT=S stops any step after S seconds (device time is scarce). Each step's exit status
+# STEP_TIMEOUT=S stops any step after S seconds (device time is scarce); PACK=1 leaves one archive,
+# all.tgz, in $OUT (a lease returns only a few files). Each step's exit status
 # is reported; the script fails if any step failed.
 set -uo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
@@ -146,4 +147,10 @@ while [ $# -gt 0 ]; do
     *) echo "unknown step '$1'"; exit 2 ;;
   esac
 done
+# PACK=1: everything under the output folder in one archive, alone there (a lease brings back
+# only a few files, the first in name order).
+if [ -n "${PACK:-}" ]; then
+  tar czf "/tmp/fused-linear-pack.tgz" -C "${out}" . && rm -rf "${out:?}"/* &&
+    mv /tmp/fused-linear-pack.tgz "${out}/all.tgz"
+fi
 exit "$status"

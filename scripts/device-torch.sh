@@ -16,7 +16,8 @@
 # machine's Python has none). KOKKOS_PREFIX overrides the prefix's path.
 # Environment: OUT (default /tmp/fused-linear-out), PYTHON (default python3), CUDA_HOME
 # (default /usr/local/cuda), STEP_TIMEOUT (seconds per step, default none), EVAL_ARGS (extra
-# arguments of kernelbench_eval.py), PYTEST_ARGS (extra pytest arguments), JOBS.
+# arguments of kernelbench_eval.py), PYTEST_ARGS (extra pytest arguments), JOBS, PACK (1: one
+# archive, all.tgz, left in $OUT).
 # Exit status: 0 when every step passed; each step's status is printed as it ends.
 set -uo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
@@ -234,5 +235,11 @@ for s in "$@"; do
     *) die "unknown step '${s}' (prepare, build, tests, eval, all)" ;;
   esac
 done
+# PACK=1: everything under the output folder in one archive, alone there (a lease brings back
+# only a few files, the first in name order).
+if [ -n "${PACK:-}" ]; then
+  tar czf "/tmp/fused-linear-pack.tgz" -C "${out}" . && rm -rf "${out:?}"/* &&
+    mv /tmp/fused-linear-pack.tgz "${out}/all.tgz"
+fi
 ls -la "${out}"
 exit "${status}"
