@@ -51,6 +51,9 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
+from compare import SWEEPS  # the host sweep's shapes, beside this file
+from perf_common import parse_shape
+
 try:
     import fused_linear
 except ImportError as e:  # the usual cause: <build>/python not on PYTHONPATH
@@ -244,13 +247,6 @@ def environment(device, args):
     return env
 
 
-def parse_shape(text):
-    dims = tuple(int(v) for v in text.lower().split("x"))
-    if len(dims) != 3 or min(dims) < 1:
-        raise argparse.ArgumentTypeError(f"'{text}' is not MxKxN")
-    return dims
-
-
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -381,11 +377,6 @@ def main():
     print(f"# wrote {args.out}/kernelbench.json, kernelbench.csv, overhead.csv")
 
 
-HOST_SWEEP = ["1x4096x4096", "16x4096x4096", "128x1024x512", "64x1024x1024", "512x512x512",
-              "1024x1024x1024", "512x4096x4096", "4096x64x4096", "2048x128x2048",
-              "64x16384x1024"]  # perf/compare.py's "host" sweep
-
-
 def host_sweep(args):
     """Eager Model and ModelNew (strict) on the CPU, each timed in its own blocks, alternating
     (A B A B A B: drift and other load touch both alike), the flush before every call; the
@@ -394,7 +385,7 @@ def host_sweep(args):
     flush = L2Flush(device, args.flush_mb)
     os.environ.setdefault("FUSED_LINEAR_NUM_THREADS", str(torch.get_num_threads()))
     rows = []
-    for shape in HOST_SWEEP:
+    for shape in SWEEPS["host"]:
         m, k, n = (int(v) for v in shape.split("x"))
         p = dict(batch=m, in_features=k, out_features=n, multiplier=2.0, negative_slope=0.1,
                  inputs="rand")
