@@ -12,6 +12,9 @@ set (fit, held-out):
 
   estimate  auto as the library's rule chose (Planning::Estimate)
   measure   auto measured (Planning::Measure), where the runs have it
+  replay    with --replay FILE: the path perf/replay_rule.cpp says the library's rule (as
+            built now) takes, timed as that explicit path in the runs (a rule change judged on
+            stored runs before it reaches a GPU)
   model     a smooth alternative rule: per path, a time model t = c0 + c1 FLOP + c2 bytes fitted
             (non-negative, least relative squared error) on the fit shapes; on every shape the
             path with the least predicted time among those that ran there
@@ -115,6 +118,8 @@ def main(argv=None):
                    help="best path in the floor's own precision only (as compare.py)")
     p.add_argument("--worst", type=int, default=5, help="worst shapes listed per set (5)")
     p.add_argument("--json", default=None, help="also write the report as JSON")
+    p.add_argument("--replay", default=None,
+                   help="fused_linear_replay_rule's output: the rule's choice per shape and floor")
     args = p.parse_args(argv)
 
     split = {s["shape"]: s["split"] for s in json.loads(Path(args.shapes).read_text())["shapes"]}
@@ -142,6 +147,13 @@ def main(argv=None):
         c = models.get(path)
         return None if c is None else sum(a * b for a, b in zip(c, features(shape)))
 
+    replayed = {}
+    if args.replay:
+        for line in Path(args.replay).read_text().splitlines():
+            if line.strip() and not line.startswith("#"):
+                shape, floor, algorithm, precision = line.split()
+                replayed[(shape, floor)] = (algorithm, precision)
+
     report = {}
     cases = sorted({(shape, floor) for (shape, floor, _) in autos})
     rows = []
@@ -158,6 +170,10 @@ def main(argv=None):
             if a is not None:
                 row[planning] = 100.0 * (a["median_ms"] / best_ms - 1.0)
                 row[planning + "_ran"] = f"{a.get('algorithm_ran')}/{a.get('precision_ran')}"
+        choice = replayed.get((shape, floor))
+        if choice in here:
+            row["replay"] = 100.0 * (here[choice] / best_ms - 1.0)
+            row["replay_ran"] = "/".join(choice)
         guesses = [(predicted(shape, path), path) for path in here]
         guesses = [g for g in guesses if g[0] is not None]
         if guesses:
@@ -168,13 +184,15 @@ def main(argv=None):
 
     print(f"{len(rows)} shape x floor cases from {len(runs)} perf runs; models for "
           f"{len(models)} paths fitted on the fit shapes")
-    for set_name in ("fit", "held-out"):
+    for set_name in ("fit", "held-out", "unlisted"):
         group = [r for r in rows if r["split"] == set_name]
+        if not group:
+            continue
         report[set_name] = {}
         print(f"\n{set_name}: {len(group)} cases")
         print(f"  {'rule':<9} {'n':>4} {'median':>8} {'95th':>8} {'worst':>8} {'<=10%':>7} "
               f"{'<=25%':>7}")
-        for rule in ("estimate", "measure", "model"):
+        for rule in ("estimate", "measure", "replay", "model"):
             gaps = [r[rule] for r in group if rule in r]
             if not gaps:
                 continue
@@ -186,7 +204,7 @@ def main(argv=None):
             print(f"  {rule:<9} {stats['n']:>4} {stats['median']:>7.1f}% {stats['p95']:>7.1f}% "
                   f"{stats['worst']:>7.1f}% {100 * stats['within_10']:>6.0f}% "
                   f"{100 * stats['within_25']:>6.0f}%")
-        for rule in ("estimate", "measure"):
+        for rule in ("estimate", "measure", "replay"):
             worst = sorted((r for r in group if rule in r), key=lambda r: -r[rule])[:args.worst]
             for r in worst:
                 print(f"    {rule} worst: {r['shape']} {r['floor']}: {r[rule + '_ran']} "

@@ -346,11 +346,21 @@ def run_section(run):
 
 # ------------------------------------------------------------------------- KernelBench
 
+def timing_order(method):
+    """How kernelbench_eval.py ordered the timed calls (--rounds; older files: one block)."""
+    rounds = method.get("rounds") or 1
+    if rounds == 1:
+        return ", the first discarded, each model's in one block (KernelBench's order)"
+    return (f" in {rounds} interleaved rounds (the models' order rotated, each round's first "
+            "call discarded)")
+
+
 def kernelbench_section(path, data):
     env = data.get("environment") or {}
     method = data.get("method") or {}
     ran = {(d.get("problem"), d.get("precision")): d.get("run_info") or {}
-           for d in data.get("details") or [] if "precision" in d}
+           for d in data.get("details") or []
+           if "precision" in d and d.get("algorithm", "auto") == "auto"}
     where = env.get("gpu") or env.get("device") or "?"
     commit = env.get("commit")
     out = [f"## KernelBench-style evaluation: {where}", "",
@@ -360,9 +370,11 @@ def kernelbench_section(path, data):
            + f"; TF32 matmul allowed: {env.get('allow_tf32_matmul', '?')}; commit "
            + (f"`{commit}`" if commit and HASH.fullmatch(str(commit)) else "not recorded")
            + ". " + (f"{method.get('trials')} correctness trials (atol {method.get('atol')}, "
-                     f"rtol {method.get('rtol')}); {method.get('calls')} timed calls, the first "
-                     f"discarded, L2 flushed ({method.get('flush_mb')} MB) before each."
-                     if method else ""), ""]
+                     f"rtol {method.get('rtol')}); {method.get('calls')} timed calls"
+                     + timing_order(method)
+                     + f", L2 flushed ({method.get('flush_mb')} MB) before each."
+                     if method else "")
+           + (f" {env['note'][0].upper()}{env['note'][1:]}." if env.get("note") else ""), ""]
     body = []
     for r in data.get("rows") or []:
         info = ran.get((r.get("problem"), r.get("precision"))) if r.get("impl") == "ModelNew" \
@@ -434,21 +446,29 @@ def gap_stats(gaps):
                 within_25=sum(g <= 25 for g in gaps) / len(gaps))
 
 
-def stats_table(summary, rules):
+def stats_rows(summary, rules, first):
+    """Table rows of a report's summary: `first` (the columns naming the report) then, per set
+    and rule, the distribution of how far auto is behind the best path."""
     body = []
     for set_name in ("fit", "held-out"):
         for rule in rules:
             s = (summary.get(set_name) or {}).get(rule)
             if s:
-                body.append([set_name, rule, str(s["n"]), compare.pct(s["median"]),
-                             compare.pct(s["p95"]), compare.pct(s["worst"]),
-                             f"{100 * s['within_10']:.0f}%", f"{100 * s['within_25']:.0f}%"])
-    return md_table(["shapes", "auto", "cases", "median", "95th percentile", "worst",
-                     "within 10%", "within 25%"], body, set(range(2, 8)))
+                body.append(first + [set_name, rule, str(s["n"]), compare.pct(s["median"]),
+                                     compare.pct(s["p95"]), compare.pct(s["worst"]),
+                                     f"{100 * s['within_10']:.0f}%",
+                                     f"{100 * s['within_25']:.0f}%"])
+    return body
+
+
+STATS_HEAD = ["shapes", "auto", "cases", "median", "95th percentile", "worst", "within 10%",
+              "within 25%"]
 
 
 RULES = {"estimate": "the library's rule (`Planning::Estimate`)",
          "measure": "measured when the plan is made (`Planning::Measure`)",
+         "replay": "the rule as committed, replayed on the run's per-path times "
+                   "(`fused_linear_replay_rule`, `perf/fit_rule.py --replay`)",
          "model": "a smooth alternative rule fitted on the fit shapes (`perf/fit_rule.py`)"}
 
 
@@ -487,6 +507,7 @@ def fit_detail(path, data):
     body = [[c["shape"], c["floor"], c["split"], c.get("best", ""), cell(c.get("best_ms"), ".4f"),
              c.get("estimate_ran", "-"), compare.pct(c.get("estimate")),
              c.get("measure_ran", "-"), compare.pct(c.get("measure")),
+             c.get("replay_ran", "-"), compare.pct(c.get("replay")),
              c.get("model_ran", "-"), compare.pct(c.get("model"))]
             for c in data.get("cases") or []]
     return "\n".join([
@@ -495,7 +516,8 @@ def fit_detail(path, data):
         "precision floor, the best explicit path meeting the floor and how far behind it auto "
         "is (positive: slower). The summary: [RESULTS.md](../RESULTS.md).", "",
         md_table(["shape", "floor", "set", "best path", "best ms", "estimate ran", "estimate",
-                  "measure ran", "measure", "model ran", "model"], body, {4, 6, 8, 10}), ""])
+                  "measure ran", "measure", "replay ran", "replay", "model ran", "model"], body,
+                 {4, 6, 8, 10, 12}), ""])
 
 
 def study_section(splits, fits, study_runs):
@@ -504,7 +526,9 @@ def study_section(splits, fits, study_runs):
     out = ["## auto's rule on random shapes: fit and held-out", "",
            "Seeded random shapes (`perf/random_shapes.py`), each in the fit set (what a rule may "
            "be fitted on) or the held-out set; per shape and precision, how far `auto` is behind "
-           "the best path (positive: slower), as the rule chose (estimate) and measured.", ""]
+           "the best path (positive: slower). Which seeds each rule was drawn from, and so which "
+           "figures are held out for it: [docs/design/dispatch.md](../docs/design/dispatch.md).",
+           ""]
     for path, data in splits:
         shapes = data.get("shapes") or []
         held = sum(s.get("split") == "held-out" for s in shapes)
@@ -512,21 +536,25 @@ def study_section(splits, fits, study_runs):
                 f"{len(shapes)} shapes ({len(shapes) - held} fit, {held} held out), device "
                 f"{data.get('device')}."]
     out.append("")
+    body, used = [], []
     for path, data in fits:
         summary = data.get("summary") or {}
         rules = [r for r in RULES if any(r in (summary.get(s) or {}) for s in summary)]
-        out += [f"### `perf/fit_rule.py`: [`results/{rel(path)}`](results/{rel(path)})", "",
-                "Best path: the fastest explicit path whose precision meets the floor (strict "
-                "meets every floor). Every case: "
-                f"[`results/{page_name(path)}`](results/{page_name(path)}).", "",
-                stats_table(summary, rules), ""]
-        out += [f"- {rule}: {RULES[rule]}" for rule in rules] + [""]
+        used += [r for r in rules if r not in used]
+        body += stats_rows(summary, rules, [f"[{rel(path)}](results/{page_name(path)})"])
+    if body:
+        out += ["`perf/fit_rule.py`'s reports (each links its every case). Best path: the "
+                "fastest explicit path whose precision meets the floor (strict meets every "
+                "floor).", "", md_table(["report"] + STATS_HEAD, body, set(range(3, 9))), ""]
+        out += [f"- {rule}: {RULES[rule]}" for rule in used] + [""]
+    body = []
     for run in study_runs:
-        out += [f"### From the run [`results/{run.name}.md`](results/{run.name}.md) "
-                f"({run.title}, {run.date[:10]})", "",
-                "Best path: the fastest of our other paths in the same precision (compare.py's "
-                f"summary), pooled over the precisions; commit {run.commit()}.", "",
-                stats_table(study_run_gaps(run), ["estimate", "measure"]), ""]
+        body += stats_rows(study_run_gaps(run), ["estimate", "measure"],
+                           [f"[{run.name}](results/{run.name}.md)", run.commit()])
+    if body:
+        out += ["From each run's own summary (best path: the fastest of our other paths in the "
+                "same precision, as compare.py's summary; pooled over the precisions):", "",
+                md_table(["run", "commit"] + STATS_HEAD, body, set(range(4, 10))), ""]
     return "\n".join(out)
 
 
@@ -699,7 +727,15 @@ def render(runs, found):
         if run.meta.get("notes"):
             line += f" — {run.meta['notes']}"
         parts.append(line)
-    for path, _ in found["kernelbench"][:-1] + found["host_sweep"][:-1]:
+    for path, data in found["kernelbench"][:-1]:
+        method = data.get("method") or {}
+        rows = [r for r in data.get("rows") or [] if r.get("impl") == "ModelNew"]
+        summary = "; ".join(f"{r.get('problem')} {r.get('precision')} "
+                            f"{cell(r.get('speedup_vs_eager'), '.2f', '×')} eager"
+                            for r in rows)
+        parts.append(f"- [`results/{rel(path)}`](results/{rel(path)}): "
+                     f"{method.get('calls')} timed calls{timing_order(method)}; {summary}")
+    for path, _ in found["host_sweep"][:-1]:
         parts.append(f"- [`results/{rel(path)}`](results/{rel(path)})")
     if not listed and len(found["kernelbench"]) < 2 and len(found["host_sweep"]) < 2:
         parts.append("None.")

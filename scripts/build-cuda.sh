@@ -3,8 +3,9 @@
 #   scripts/build-cuda.sh            set up Kokkos for CUDA (scripts/setup.sh cuda) and build
 #   scripts/build-cuda.sh --bundle   also gather what a GPU machine needs to run the tests and
 #                                    the perf comparison into .device/ (git-ignored): the
-#                                    binaries, perf/compare.py, perf/torch_peers.py and
-#                                    perf/perf_common.py, the host runtime libraries the binaries
+#                                    binaries, perf/compare.py, perf/torch_peers.py,
+#                                    perf/perf_common.py and perf/ab_auto.py (auto of the bundle
+#                                    against OLD_PERF's), the host runtime libraries the binaries
 #                                    link that a CUDA image may lack, the MPI example and
 #                                    benchmark with an Open MPI runtime (where MPI was found),
 #                                    and OLD_PERF (a perf binary) if set, as
@@ -15,12 +16,13 @@
 #                                    (no preset) in build/cuda-<Kokkos prefix name>; the bundle
 #                                    goes to .device-kokkos<major><minor>/ (e.g. .device-kokkos46/):
 #                                    DEVICE_DIR=.device-kokkos46 scripts/device-run.sh tests.
+#   -DVAR=VALUE                      passed to cmake (e.g. -DFusedLinear_ENABLE_HEADER_CHECKS=OFF).
 #   --build-dir DIR, --bundle-dir DIR  other places for either. The bundle is also archived as
 #                                    DIR.tar.gz (git-ignored too), to carry instead of the folder.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 export PATH="${CUDA_HOME:-/usr/local/cuda}/bin:${PATH}"
-setup_args=() bundle=0 build_dir= bundle_dir=
+setup_args=() cmake_args=() bundle=0 build_dir= bundle_dir=
 while [ $# -gt 0 ]; do
   case "$1" in
     --bundle) bundle=1; shift ;;
@@ -28,20 +30,22 @@ while [ $# -gt 0 ]; do
     --bundle-dir) bundle_dir="$2"; shift 2 ;;
     --kokkos-source|--kernels-source) setup_args+=("$1" "$2"); shift 2 ;;
     --kokkos-source=*|--kernels-source=*|--no-deprecated) setup_args+=("$1"); shift ;;
+    -D*) cmake_args+=("$1"); shift ;;
     *) echo "build-cuda.sh: unknown argument '$1'" >&2; exit 2 ;;
   esac
 done
 prefix="$(bash scripts/setup.sh "${setup_args[@]}" cuda | sed -n 's/^cuda=//p')"
 if [ "${#setup_args[@]}" -eq 0 ] && [ -z "$build_dir" ]; then
   build_dir=build/cuda
-  cmake --preset cuda -DCMAKE_PREFIX_PATH="$prefix" -DCMAKE_CXX_COMPILER="${prefix}/bin/nvcc_wrapper"
+  cmake --preset cuda -DCMAKE_PREFIX_PATH="$prefix" -DCMAKE_CXX_COMPILER="${prefix}/bin/nvcc_wrapper" \
+    "${cmake_args[@]}"
   cmake --build --preset cuda
   : "${bundle_dir:=.device}"
 else
   # What a user with an installed Kokkos does: the prefix and its nvcc_wrapper, nothing else.
   : "${build_dir:=build/cuda-$(basename "${prefix%-cuda}")}"
   cmake -S . -B "$build_dir" -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_PREFIX_PATH="$prefix" \
-    -DCMAKE_CXX_COMPILER="${prefix}/bin/nvcc_wrapper"
+    -DCMAKE_CXX_COMPILER="${prefix}/bin/nvcc_wrapper" "${cmake_args[@]}"
   cmake --build "$build_dir"
   version="$(basename "$prefix" | sed -n 's/^kokkos-\([0-9]*\)\.\([0-9]*\)\..*/\1\2/p')"
   : "${bundle_dir:=.device-kokkos${version}}"
@@ -53,7 +57,7 @@ if [ "$bundle" -eq 1 ]; then
   find "$build_dir/tests" -maxdepth 1 -type f -executable -name 'fused_linear_tests*' \
     -exec cp {} "$d/bin/" \;
   cp "$build_dir/perf/fused_linear_perf" "$build_dir/examples/linear_leaky_relu_example" "$d/bin/"
-  cp perf/compare.py perf/torch_peers.py perf/perf_common.py "$d/"
+  cp perf/compare.py perf/torch_peers.py perf/perf_common.py perf/ab_auto.py "$d/"
   git rev-parse --short HEAD > "$d/COMMIT" 2>/dev/null || echo unknown > "$d/COMMIT"
   git diff --quiet HEAD 2>/dev/null || sed -i 's/$/+dirty/' "$d/COMMIT"
   echo "$(basename "$prefix")" > "$d/KOKKOS"  # which Kokkos prefix the binaries were built against

@@ -392,6 +392,8 @@ TEST(Dispatch, Tf32x3FloorBoundaries) {
       {{rows - 1, 8190, 8192}, true},  // W rows not 16-byte aligned on few rows
       {{rows, 8190, 8192}, false},
       {{rows - 1, 8192, 8192}, false},
+      {{4096, Rule::tf32x3_min_k, 4096}, true},  // the shortest K
+      {{4096, Rule::tf32x3_min_k + 4, 4096}, false},
   };
   static_assert(std::int64_t(64) * 1024 * 4096 == Rule::tf32x3_min_work, "");
   static_assert(std::int64_t(128) * 4096 * 2560 < Rule::tf32x3_few_tiles_work &&
@@ -549,6 +551,9 @@ TEST(Dispatch, AutoRuleBoundaries) {
   // Small products: K at the work bound for 1024 x 64 outputs; N at the outputs bound for K 128.
   const std::int64_t small_k = Rule::small_work / (1024 * 64);
   const std::int64_t outputs_n = Rule::small_outputs / 1024;
+  // Short K: N giving 1024 rows short_k_min_tiles tiles.
+  const std::int64_t tiles_n =
+      Rule::short_k_min_tiles / (1024 / Rule::short_k_tile) * Rule::short_k_tile;
   const Boundary cases[] = {
       // Few rows: the portable skinny kernel up to skinny_rows; on Hopper the sm_90a one up to
       // sm90_skinny_rows rows of any layer, and up to sm90_skinny_wide_rows where W is wide (N
@@ -584,23 +589,50 @@ TEST(Dispatch, AutoRuleBoundaries) {
        A::SkinnySm90,
        A::FusedSkinny,
        A::FusedSkinny},
-      {{Rule::skinny_rows, 64, 64}, A::FusedSkinny, A::SkinnySm90, A::FusedSkinny, A::FusedSkinny},
+      // ... but not on a small W of short rows (K at most sm90_skinny_min_k, N at most
+      // sm90_skinny_min_n).
+      {{Rule::skinny_rows, 64, 64}, A::FusedSkinny, A::FusedSkinny, A::FusedSkinny, A::FusedSkinny},
+      {{Rule::skinny_rows, Rule::sm90_skinny_min_k, Rule::sm90_skinny_min_n},
+       A::FusedSkinny,
+       A::FusedSkinny,
+       A::FusedSkinny,
+       A::FusedSkinny},
+      {{Rule::skinny_rows, Rule::sm90_skinny_min_k + 4, Rule::sm90_skinny_min_n},
+       A::FusedSkinny,
+       A::SkinnySm90,
+       A::FusedSkinny,
+       A::FusedSkinny},
+      {{Rule::skinny_rows, Rule::sm90_skinny_min_k, Rule::sm90_skinny_min_n + 1},
+       A::FusedSkinny,
+       A::SkinnySm90,
+       A::FusedSkinny,
+       A::FusedSkinny},
       // Small products with few outputs: up to small_work multiply-adds and small_outputs.
       {{1024, small_k, 64}, A::FusedSkinny, A::FusedSkinny, A::FusedSkinny, A::FusedSkinny},
       {{1024, small_k + 1, 64}, A::VendorLt, A::VendorLt, A::Vendor, A::Fused},
       {{1024, 128, outputs_n}, A::FusedSkinny, A::FusedSkinny, A::FusedSkinny, A::FusedSkinny},
       {{1024, 128, outputs_n + 1}, A::Fused, A::Fused, A::Fused, A::Fused},
-      // Short K: the fused kernel up to short_k.
+      // Short K: the fused kernel up to short_k, on at least short_k_min_tiles tiles.
       {{1024, Rule::short_k, 4096}, A::Fused, A::Fused, A::Fused, A::Fused},
       {{1024, Rule::short_k + 1, 4096}, A::VendorLt, A::VendorLt, A::Vendor, A::Fused},
+      {{1024, Rule::short_k, tiles_n}, A::Fused, A::Fused, A::Fused, A::Fused},
+      {{1024, Rule::short_k, tiles_n - Rule::short_k_tile},
+       A::VendorLt,
+       A::VendorLt,
+       A::Vendor,
+       A::Fused},
   };
-  static_assert(Rule::sm90_skinny_rows == Rule::skinny_rows &&
-                    Rule::skinny_rows < Rule::sm90_skinny_wide_rows &&
-                    std::int64_t(1024) * small_k * 64 == Rule::small_work &&
-                    1024 * outputs_n == Rule::small_outputs &&
-                    std::int64_t(1024) * 128 * outputs_n <= Rule::small_work &&
-                    128 <= Rule::short_k && small_k > Rule::short_k,
-                "the boundaries above are probed in this order");
+  static_assert(
+      Rule::sm90_skinny_rows == Rule::skinny_rows &&
+          Rule::skinny_rows < Rule::sm90_skinny_wide_rows &&
+          std::int64_t(1024) * small_k * 64 == Rule::small_work &&
+          1024 * outputs_n == Rule::small_outputs &&
+          std::int64_t(1024) * 128 * outputs_n <= Rule::small_work && 128 <= Rule::short_k &&
+          small_k > Rule::short_k &&
+          std::int64_t(1024) * Rule::short_k * (tiles_n - Rule::short_k_tile) > Rule::small_work &&
+          Rule::short_k_min_tiles % (1024 / Rule::short_k_tile) == 0 &&
+          Rule::sm90_skinny_min_k < few_k && 64 <= Rule::sm90_skinny_min_n,
+      "the boundaries above are probed in this order");
   for (const Boundary& b : cases) {
     const std::string s = std::to_string(b.shape.M) + "x" + std::to_string(b.shape.K) + "x" +
                           std::to_string(b.shape.N);
@@ -611,6 +643,34 @@ TEST(Dispatch, AutoRuleBoundaries) {
     // And through resolve, the same path.
     const Request automatic{A::Auto, S, false};
     EXPECT_EQ(Impl::resolve(automatic, b.shape, other_gpu(), fn).algorithm, b.other_gpu) << s;
+  }
+}
+
+// One row whose W fused_skinny must read element by element (rows not in 16-byte packs): cuBLASLt
+// (its matrix-vector kernel) from unpacked_gemv_n outputs and unpacked_gemv_w elements of W.
+TEST(Dispatch, OneUnpackedRowBoundaries) {
+  Facts unpacked = other_gpu();
+  unpacked.skinny_packed = false;
+  Facts unpacked_without_lt = cuda_without_lt();
+  unpacked_without_lt.skinny_packed = false;
+  const std::int64_t n = Rule::unpacked_gemv_n, k = Rule::unpacked_gemv_w / n;
+  const struct {
+    Shape shape;
+    Algorithm unpacked;
+  } cases[] = {
+      {{1, k, n}, A::VendorLt},
+      {{1, k - 1, n}, A::FusedSkinny},      // W below unpacked_gemv_w
+      {{1, 2 * k, n - 1}, A::FusedSkinny},  // fewer than unpacked_gemv_n outputs
+      {{2, k, n}, A::FusedSkinny},          // more than one row
+  };
+  static_assert(Rule::unpacked_gemv_w % Rule::unpacked_gemv_n == 0, "");
+  for (const auto& c : cases) {
+    const std::string s = std::to_string(c.shape.M) + "x" + std::to_string(c.shape.K) + "x" +
+                          std::to_string(c.shape.N);
+    EXPECT_EQ(Impl::strict_auto(c.shape, unpacked), c.unpacked) << s;
+    EXPECT_EQ(Impl::strict_auto(c.shape, other_gpu()), A::FusedSkinny) << s;  // packed rows
+    EXPECT_EQ(Impl::strict_auto(c.shape, unpacked_without_lt), A::FusedSkinny) << s;
+    EXPECT_EQ(Impl::resolve({A::Auto, S, false}, c.shape, unpacked, fn).algorithm, c.unpacked) << s;
   }
 }
 

@@ -159,6 +159,24 @@ TEST(Views, ColumnOffsetSubviewsOfWiderViews) {
       EXPECT_EQ(wide[std::size_t(i * (N + 6) + j)], -7.0) << i << "," << j;
 }
 
+// What the dispatch is told of fused_skinny's loads (Facts::skinny_packed, which sends one row
+// to cuBLASLt where W cannot be read in packs): rows a multiple of 16 bytes long, contiguous and
+// 16-byte aligned, in X and in W; a column-offset subview keeps it only at an aligned offset.
+TEST(Views, SkinnyPackedFactFollowsTheRows) {
+  const ExecSpace exec;
+  const std::int64_t k = 48;
+  const Right X("X", 1, k), W("W", N, k), Y("Y", 1, N), X_odd("X_odd", 1, k + 1),
+      W_odd("W_odd", N, k + 1), W_wide("W_wide", N, k + 8);
+  const Vector b("b", N);
+  const auto columns = [&](int first) {
+    return Kokkos::subview(W_wide, Kokkos::ALL, std::make_pair(first, first + int(k)));
+  };
+  EXPECT_TRUE(facts_of(exec, X, W, b, Y).skinny_packed);
+  EXPECT_FALSE(facts_of(exec, X_odd, W_odd, b, Y).skinny_packed) << "K not a multiple of 4";
+  EXPECT_TRUE(facts_of(exec, X, columns(4), b, Y).skinny_packed) << "offset 4, row stride 56";
+  EXPECT_FALSE(facts_of(exec, X, columns(1), b, Y).skinny_packed) << "offset 1";
+}
+
 // A matrix of LayoutStride Views: each of X, W, b and Y strided alone, then all four. (One set of
 // View types, all LayoutStride: the strides differ at run time, which is what the kernels look
 // at; each set of types would compile every kernel and Kokkos Kernels' native gemm once more.)

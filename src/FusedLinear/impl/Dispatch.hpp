@@ -40,6 +40,9 @@ struct Facts {
   /// Why the sm_90a kernels cannot take this problem (a sentence fragment), nullptr when they can.
   const char* sm90_tf32x3 = "is not in this build";
   const char* sm90_skinny = "is not in this build";
+  /// fused_skinny reads X's and W's rows as 16-byte packs (contiguous rows of a multiple of 16
+  /// bytes, aligned), not element by element.
+  bool skinny_packed = true;
   /// Multiprocessors of the device (0 on the host).
   std::int64_t multiprocessors = 0;
 };
@@ -84,28 +87,37 @@ struct AutoRule {
   static constexpr std::int64_t sm90_skinny_rows = 16;
   static constexpr std::int64_t sm90_skinny_wide_rows = 32, sm90_skinny_wide_n = 8192,
                                 sm90_skinny_wide_max_k = 8192;
-  /// GPUs: few rows stream W; the portable skinny kernel is ahead of cuBLAS there.
+  /// ... except on a small W of short rows, where its bulk-copy pipeline never fills and the
+  /// portable skinny kernel's one short launch wins.
+  static constexpr std::int64_t sm90_skinny_min_k = 512, sm90_skinny_min_n = 1024;
+  /// GPUs: few rows stream W; the portable skinny kernel is ahead of cuBLAS there, except on one
+  /// row whose W it must read element by element (rows not in 16-byte packs) once W is large:
+  /// cuBLASLt's matrix-vector kernel is then the faster.
   static constexpr std::int64_t skinny_rows = 16;
+  static constexpr std::int64_t unpacked_gemv_n = 256, unpacked_gemv_w = std::int64_t(1) << 18;
   /// GPUs: small products with few outputs, where one short launch and no pass over Y win (the
   /// skinny kernel computes each output as one dot product: many outputs make it slow).
   static constexpr std::int64_t small_work = std::int64_t(1) << 27;     // M N K
   static constexpr std::int64_t small_outputs = std::int64_t(1) << 20;  // M N
   /// GPUs: short K, where the pass over Y is a large share of cuBLAS plus the pass and the fused
-  /// kernel writes Y once.
+  /// kernel writes Y once, on enough of its 128 x 128 tiles to fill half an H200's 132 SMs.
   static constexpr std::int64_t short_k = 256;
+  static constexpr std::int64_t short_k_tile = 128, short_k_min_tiles = 64;
   /// TF32 under auto: strict few-rows kernels are the faster way to at least TF32 accuracy up to
   /// 16 rows.
   static constexpr std::int64_t tf32_floor_rows = 16;
   /// 3xtf32 under auto runs strict fp32 where fused_sm90's costs outweigh its tensor cores:
   /// small products (the split of the operands is most of the time), few 128 x 128 output tiles
-  /// on a mid-size product (split K then dominates), N mostly padding of its tiles, and W rows
-  /// not 16-byte aligned on few rows (its padded copy of W costs more than the product saves).
+  /// on a mid-size product (split K then dominates), N mostly padding of its tiles, W rows
+  /// not 16-byte aligned on few rows (its padded copy of W costs more than the product saves),
+  /// and the shortest K (a product of a few steps; the strict fused kernel writes Y once).
   static constexpr std::int64_t tf32x3_min_work = std::int64_t(1) << 28;
   static constexpr std::int64_t tf32x3_min_tiles = 20;
   static constexpr std::int64_t tf32x3_few_tiles_work = std::int64_t(1) << 31;
   static constexpr std::int64_t tf32x3_tile = 128;
   static constexpr double tf32x3_min_n_use = 0.5;
-  static constexpr std::int64_t tf32x3_padded_min_rows = 128;
+  static constexpr std::int64_t tf32x3_padded_min_rows = 96;
+  static constexpr std::int64_t tf32x3_min_k = 32;
 
   /// Host: few rows stream W from memory once; the skinny kernel's dot products along K beat the
   /// fused kernel's packed GEMM up to 16 rows.
@@ -141,15 +153,22 @@ inline Algorithm strict_auto(const Shape& s, const Facts& f) {
       return Algorithm::Vendor;
     return Algorithm::Fused;
   }
-  if (f.sm90_skinny == nullptr &&
+  const bool small_w = s.K <= AutoRule::sm90_skinny_min_k && s.N <= AutoRule::sm90_skinny_min_n;
+  if (f.sm90_skinny == nullptr && !small_w &&
       (s.M <= AutoRule::sm90_skinny_rows ||
        (s.M <= AutoRule::sm90_skinny_wide_rows && s.N >= AutoRule::sm90_skinny_wide_n &&
         s.K <= AutoRule::sm90_skinny_wide_max_k)))
     return Algorithm::SkinnySm90;
+  if (s.M == 1 && !f.skinny_packed && f.cublaslt && s.N >= AutoRule::unpacked_gemv_n &&
+      s.N * s.K >= AutoRule::unpacked_gemv_w)
+    return Algorithm::VendorLt;
   if (s.M <= AutoRule::skinny_rows) return Algorithm::FusedSkinny;
   if (s.M * s.N * s.K <= AutoRule::small_work && s.M * s.N <= AutoRule::small_outputs)
     return Algorithm::FusedSkinny;
-  if (s.K <= AutoRule::short_k) return Algorithm::Fused;
+  const std::int64_t t = AutoRule::short_k_tile;
+  if (s.K <= AutoRule::short_k &&
+      (s.M + t - 1) / t * ((s.N + t - 1) / t) >= AutoRule::short_k_min_tiles)
+    return Algorithm::Fused;
   if (f.cublaslt) return Algorithm::VendorLt;
   return f.blas != Gemm::KokkosKernelsNative ? Algorithm::Vendor : Algorithm::Fused;
 }
@@ -162,7 +181,7 @@ inline bool tf32x3_slower(const Shape& s) {
   return work < AutoRule::tf32x3_min_work ||
          (tiles < AutoRule::tf32x3_min_tiles && work < AutoRule::tf32x3_few_tiles_work) ||
          double(s.N) < AutoRule::tf32x3_min_n_use * double(n_tiles * t) ||
-         (s.K % 4 != 0 && s.M < AutoRule::tf32x3_padded_min_rows);
+         (s.K % 4 != 0 && s.M < AutoRule::tf32x3_padded_min_rows) || s.K <= AutoRule::tf32x3_min_k;
 }
 
 [[noreturn]] inline void refuse(const char* function, const std::string& problem) {

@@ -43,6 +43,7 @@ Facts gather_facts(const ExecSpace& exec, const XView& X, const WView& W, const 
   f.float_views = std::is_same<Scalar, float>::value;
   f.blas = kokkos_blas_gemm<ExecSpace, XView, WView, YView>();
   if (f.blas == Gemm::HostBlas) f.host_blas = host_blas_kind();
+  f.skinny_packed = rows_are_packable(X) && rows_are_packable(W);
   f.multiprocessors = multiprocessors(exec);
   cublaslt_facts<ExecSpace, XView, WView, BView, YView>(b, f);
   sm90_facts(exec, X, W, b, Y, f);
