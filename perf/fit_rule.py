@@ -12,6 +12,10 @@ set (fit, held-out):
 
   estimate  auto as the library's rule chose (Planning::Estimate)
   measure   auto measured (Planning::Measure), where the runs have it
+  m-choice  the path measured plans chose, timed as that explicit path in the runs (as replay
+            does for the rule: a 3xtf32 floor's strict choice is timed in another process than
+            its auto run, and at ~0.02 ms the same kernel timed in two processes differs by up to
+            40%)
   replay    with --replay FILE: the path perf/replay_rule.cpp says the library's rule (as
             built now) takes, timed as that explicit path in the runs (a rule change judged on
             stored runs before it reaches a GPU)
@@ -170,6 +174,10 @@ def main(argv=None):
             if a is not None:
                 row[planning] = 100.0 * (a["median_ms"] / best_ms - 1.0)
                 row[planning + "_ran"] = f"{a.get('algorithm_ran')}/{a.get('precision_ran')}"
+                chosen = (a.get("algorithm_ran"), a.get("precision_ran"))
+                if planning == "measure" and chosen in here:
+                    row["m-choice"] = 100.0 * (here[chosen] / best_ms - 1.0)
+                    row["m-choice_ran"] = "/".join(chosen)
         choice = replayed.get((shape, floor))
         if choice in here:
             row["replay"] = 100.0 * (here[choice] / best_ms - 1.0)
@@ -192,7 +200,7 @@ def main(argv=None):
         print(f"\n{set_name}: {len(group)} cases")
         print(f"  {'rule':<9} {'n':>4} {'median':>8} {'95th':>8} {'worst':>8} {'<=10%':>7} "
               f"{'<=25%':>7}")
-        for rule in ("estimate", "measure", "replay", "model"):
+        for rule in ("estimate", "measure", "m-choice", "replay", "model"):
             gaps = [r[rule] for r in group if rule in r]
             if not gaps:
                 continue
@@ -204,7 +212,7 @@ def main(argv=None):
             print(f"  {rule:<9} {stats['n']:>4} {stats['median']:>7.1f}% {stats['p95']:>7.1f}% "
                   f"{stats['worst']:>7.1f}% {100 * stats['within_10']:>6.0f}% "
                   f"{100 * stats['within_25']:>6.0f}%")
-        for rule in ("estimate", "measure", "replay"):
+        for rule in ("estimate", "measure", "m-choice", "replay"):
             worst = sorted((r for r in group if rule in r), key=lambda r: -r[rule])[:args.worst]
             for r in worst:
                 print(f"    {rule} worst: {r['shape']} {r['floor']}: {r[rule + '_ran']} "

@@ -467,6 +467,8 @@ STATS_HEAD = ["shapes", "auto", "cases", "median", "95th percentile", "worst", "
 
 RULES = {"estimate": "the library's rule (`Planning::Estimate`)",
          "measure": "measured when the plan is made (`Planning::Measure`)",
+         "m-choice": "the path measured plans chose, timed as that explicit path in the run "
+                     "(the noise of timing the same kernel again in another process left out)",
          "replay": "the rule as committed, replayed on the run's per-path times "
                    "(`fused_linear_replay_rule`, `perf/fit_rule.py --replay`)",
          "model": "a smooth alternative rule fitted on the fit shapes (`perf/fit_rule.py`)"}
@@ -506,7 +508,7 @@ def fit_detail(path, data):
     """results/<name>.md for a fit_rule.py report: every case."""
     body = [[c["shape"], c["floor"], c["split"], c.get("best", ""), cell(c.get("best_ms"), ".4f"),
              c.get("estimate_ran", "-"), compare.pct(c.get("estimate")),
-             c.get("measure_ran", "-"), compare.pct(c.get("measure")),
+             c.get("measure_ran", "-"), compare.pct(c.get("measure")), compare.pct(c.get("m-choice")),
              c.get("replay_ran", "-"), compare.pct(c.get("replay")),
              c.get("model_ran", "-"), compare.pct(c.get("model"))]
             for c in data.get("cases") or []]
@@ -516,8 +518,8 @@ def fit_detail(path, data):
         "precision floor, the best explicit path meeting the floor and how far behind it auto "
         "is (positive: slower). The summary: [RESULTS.md](../RESULTS.md).", "",
         md_table(["shape", "floor", "set", "best path", "best ms", "estimate ran", "estimate",
-                  "measure ran", "measure", "replay ran", "replay", "model ran", "model"], body,
-                 {4, 6, 8, 10, 12}), ""])
+                  "measure ran", "measure", "m-choice", "replay ran", "replay", "model ran",
+                  "model"], body, {4, 6, 8, 9, 11, 13}), ""])
 
 
 def study_section(splits, fits, study_runs):

@@ -14,6 +14,7 @@
 #include <iostream>
 #include <limits>
 #include <memory>
+#include <optional>
 #include <numeric>
 #include <random>
 #include <sstream>
@@ -74,6 +75,7 @@ struct Config {
   double multiplier = 2.0, slope = 0.1;
   std::vector<Algorithm> algorithms{std::begin(all_algorithms), std::end(all_algorithms)};
   int warmup = 5, reps = 30;
+  double min_time_ms = 100;  // timed rounds past `reps` until they add up to this
   std::uint64_t seed =
       static_cast<std::uint64_t>(std::chrono::system_clock::now().time_since_epoch().count());
   std::string json_path;
@@ -114,6 +116,9 @@ void print_usage(std::ostream& os) {
         "  --reps N            timed calls per path (default 30), in rounds of one call of\n"
         "                      each path in a random order, each timed alone: CUDA events\n"
         "                      around the call on CUDA (as the PyTorch peers), else fences\n"
+        "  --min-time-ms T     more rounds than --reps where they take less than T ms in all\n"
+        "                      (default 100, at most 1000 rounds): small layers' medians\n"
+        "                      steady\n"
         "  --seed S            random seed (default: from the clock; printed)\n"
         "  --check-rows R      rows checked against the float64 host reference (default: all\n"
         "                      when M*N*K <= 2^33, else "
@@ -213,6 +218,8 @@ Config parse_args(int argc, char* argv[]) {
       c.warmup = parse_integer<int>(option, value(), 0);
     } else if (option == "--reps") {
       c.reps = parse_integer<int>(option, value(), 1);
+    } else if (option == "--min-time-ms") {
+      c.min_time_ms = std::stod(value());
     } else if (option == "--seed") {
       c.seed = parse_integer<std::uint64_t>(option, value(), 0);
     } else if (option == "--check-rows") {
@@ -316,6 +323,7 @@ struct Result {
   std::string refused;  // why the path cannot run here (then nothing else is set)
   // Making the plan (fences around it; a measured plan times its candidates then), and making
   // the same plan again right after, from the wisdom the first left (measured plans only).
+  int reps = 0;  // timed calls (--reps, or more under --min-time-ms)
   double plan_ms = std::numeric_limits<double>::quiet_NaN();
   double wisdom_plan_ms = std::numeric_limits<double>::quiet_NaN();
   std::vector<FusedLinear::Measurement> measurements;
@@ -329,6 +337,31 @@ HostMatrix host_row_major(const View& A) {
   Kokkos::deep_copy(out, Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), A));
   return out;
 }
+
+/// What a process pays for once, whichever plan comes first (cuBLAS's and cuBLASLt's handles,
+/// the host BLAS's threads): a vendor and a vendor_lt plan of a 1x16x16 layer, made, run and
+/// kept to the end as an application's would be, so that each plan_ms is the plan's own cost.
+/// `ms`: how long it took.
+template <class Layout>
+struct LibrariesInitialised {
+  using Matrix = Kokkos::View<Scalar**, Layout, MemorySpace>;
+  using Vector = Kokkos::View<Scalar*, Layout, MemorySpace>;
+  using Plan = FusedLinear::Plan<ExecSpace, Matrix, Matrix, Vector, Matrix>;
+  Matrix X{"X", 1, 16}, W{"W", 16, 16}, Y{"Y", 1, 16};
+  Vector b{"b", 16};
+  std::vector<std::unique_ptr<Plan>> plans;
+  double ms = 0;
+  LibrariesInitialised() {
+    Kokkos::fence();
+    Kokkos::Timer timer;
+    for (const Algorithm a : {Algorithm::Vendor, Algorithm::VendorLt}) {
+      plans.emplace_back(new Plan(ExecSpace(), X, W, b, Y, Scalar(1), Scalar(0.1), a));
+      plans.back()->execute(X, W, b, Y);
+    }
+    Kokkos::fence();
+    ms = timer.seconds() * 1e3;
+  }
+};
 
 /// Runs the whole method on one layout: inputs, reference, then check and time each path.
 template <class Layout>
@@ -438,13 +471,17 @@ std::vector<Result> run(const Config& c) {
   // Warm-up: at least --warmup calls of each path and 100 ms, so that the GPU's clocks have
   // ramped up again after the host-side checks (without it the first paths timed ran up to 7%
   // slow).
-  {
+  int reps = c.reps;
+  if (!runnable.empty()) {
     Kokkos::Timer warm;
-    for (int i = 0; i < c.warmup || warm.seconds() < 0.1; ++i) {
+    int rounds = 0;
+    for (; rounds < c.warmup || warm.seconds() < 0.1; ++rounds) {
       for (const std::size_t p : runnable) call(p);
-      if (i % 16 == 15) Kokkos::fence();  // bound the queue: the timer must see the GPU's time
+      if (rounds % 16 == 15) Kokkos::fence();  // bound the queue: the timer must see the GPU's time
     }
     Kokkos::fence();
+    const double round_ms = warm.seconds() * 1e3 / rounds;
+    reps = std::max(reps, std::min(1000, int(std::ceil(c.min_time_ms / round_ms))));
   }
   // Timed in rounds, each path once per round, in a fresh random order each round: a drift of
   // the GPU's clocks or of the host touches every path alike, and no path always follows the
@@ -452,10 +489,10 @@ std::vector<Result> run(const Config& c) {
   // auto and fused_skinny at 128x1024x512 once differed by 7.7%; in rounds of one fixed order
   // or its rotations, where auto always followed the two fused kernels, auto and vendor_lt
   // differed by 8.5% at 64x8192x8192 and 19% at 128x4096x1024.)
-  std::vector<std::vector<double>> ms(results.size(), std::vector<double>(c.reps));
+  std::vector<std::vector<double>> ms(results.size(), std::vector<double>(reps));
   std::vector<std::size_t> order = runnable;
   std::mt19937_64 shuffle(c.seed);
-  for (int rep = 0; rep < c.reps; ++rep) {
+  for (int rep = 0; rep < reps; ++rep) {
     std::shuffle(order.begin(), order.end(), shuffle);
     for (const std::size_t i : order) ms[i][rep] = time_one_call([&] { call(i); });
   }
@@ -466,6 +503,7 @@ std::vector<Result> run(const Config& c) {
     // The upper median, times[n/2], as torch_peers.py takes it: ratios compare like with like.
     r.median_ms = t[t.size() / 2];
     r.min_ms = t.front();
+    r.reps = reps;
     r.gflops = flops / (r.median_ms * 1e-3) / 1e9;
     r.gbs = bytes / (r.median_ms * 1e-3) / 1e9;
   }
@@ -572,7 +610,8 @@ std::string json_number(double v) {
   return os.str();
 }
 
-void write_json(const std::string& path, const Config& c, const std::vector<Result>& results) {
+void write_json(const std::string& path, const Config& c, double library_init_ms,
+                const std::vector<Result>& results) {
   std::ofstream os(path);
   const std::string shape = json_string(shape_string(c.shape));
   os << "{\n  \"config\": {"
@@ -587,9 +626,10 @@ void write_json(const std::string& path, const Config& c, const std::vector<Resu
      << ", \"precision\": " << json_string(FusedLinear::to_string(c.precision))
      << ", \"multiplier\": " << json_number(c.multiplier) << ", \"slope\": " << json_number(c.slope)
      << ", \"seed\": " << c.seed << ", \"warmup\": " << c.warmup << ", \"reps\": " << c.reps
-     << ", \"check_rows\": " << c.check_rows
+     << ", \"min_time_ms\": " << json_number(c.min_time_ms) << ", \"check_rows\": " << c.check_rows
      << ", \"api\": " << json_string(c.one_shot ? "oneshot" : "plan") << ", \"planning\": "
      << json_string(c.both_plannings ? "both" : FusedLinear::to_string(c.planning))
+     << ", \"library_init_ms\": " << json_number(library_init_ms)
      << ", \"blas_library\": " << json_string(FusedLinear::Impl::blas_library_path())
      << ", \"kokkos_configuration\": " << json_string(kokkos_configuration())
      << "},\n  \"results\": [";
@@ -605,8 +645,8 @@ void write_json(const std::string& path, const Config& c, const std::vector<Resu
        << ", \"vendor_blas\": " << (r.info.vendor_blas ? "true" : "false")
        << ", \"note\": " << json_string(r.info.note)
        << ", \"median_ms\": " << json_number(r.median_ms)
-       << ", \"min_ms\": " << json_number(r.min_ms) << ", \"gflops\": " << json_number(r.gflops)
-       << ", \"gbs\": " << json_number(r.gbs)
+       << ", \"min_ms\": " << json_number(r.min_ms) << ", \"reps\": " << r.reps
+       << ", \"gflops\": " << json_number(r.gflops) << ", \"gbs\": " << json_number(r.gbs)
        << ", \"rel_err\": " << json_number(r.accuracy.rel_err)
        << ", \"max_abs_err\": " << json_number(r.accuracy.max_abs_err)
        << ", \"unwritten\": " << r.accuracy.unwritten << ", \"plan_ms\": " << json_number(r.plan_ms)
@@ -620,7 +660,9 @@ void write_json(const std::string& path, const Config& c, const std::vector<Resu
          << "{\"algorithm\": " << json_string(FusedLinear::to_string(t.algorithm))
          << ", \"precision\": " << json_string(FusedLinear::to_string(t.precision))
          << ", \"variant\": " << t.variant << ", \"ms\": " << json_number(t.ms)
-         << ", \"calls\": " << t.calls << ", \"chosen\": " << (t.chosen ? "true" : "false") << "}";
+         << ", \"calls\": " << t.calls << ", \"chosen\": " << (t.chosen ? "true" : "false")
+         << ", \"setup_ms\": " << json_number(t.setup_ms)
+         << ", \"bound_ms\": " << json_number(t.bound_ms) << "}";
     }
     os << "]}";
   }
@@ -672,11 +714,15 @@ int main(int argc, char* argv[]) {
   }
   try {
     print_header(config);
+    std::optional<LibrariesInitialised<Kokkos::LayoutLeft>> left;
+    std::optional<LibrariesInitialised<Kokkos::LayoutRight>> right;
+    const double library_init_ms = config.layout_left ? left.emplace().ms : right.emplace().ms;
+    std::cout << "libraries initialised in " << library_init_ms << " ms (before the plans)\n";
     const std::vector<Result> results =
         config.layout_left ? run<Kokkos::LayoutLeft>(config) : run<Kokkos::LayoutRight>(config);
     print_table(results);
     if (!config.json_path.empty()) {
-      write_json(config.json_path, config, results);
+      write_json(config.json_path, config, library_init_ms, results);
       std::cout << "wrote " << config.json_path << '\n';
     }
     return all_pass(results, config.shape.K) ? 0 : 1;

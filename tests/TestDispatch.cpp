@@ -547,17 +547,18 @@ TEST(Dispatch, AutoRuleBoundaries) {
     Shape shape;
     Algorithm other_gpu, hopper, without_lt, hip_native;
   };
-  const std::int64_t wide_k = Rule::sm90_skinny_wide_max_k, wide_n = Rule::sm90_skinny_wide_n;
+  const std::int64_t wide_k = 8192, wide_n = Rule::sm90_skinny_wide_n;
   // Small products: K at the work bound for 1024 x 64 outputs; N at the outputs bound for K 128.
   const std::int64_t small_k = Rule::small_work / (1024 * 64);
   const std::int64_t outputs_n = Rule::small_outputs / 1024;
+  const std::int64_t few_outputs_k = Rule::few_outputs_work / (64 * 128);
   // Short K: N giving 1024 rows short_k_min_tiles tiles.
   const std::int64_t tiles_n =
       Rule::short_k_min_tiles / (1024 / Rule::short_k_tile) * Rule::short_k_tile;
   const Boundary cases[] = {
       // Few rows: the portable skinny kernel up to skinny_rows; on Hopper the sm_90a one up to
       // sm90_skinny_rows rows of any layer, and up to sm90_skinny_wide_rows where W is wide (N
-      // at least sm90_skinny_wide_n) and K at most sm90_skinny_wide_max_k.
+      // at least sm90_skinny_wide_n), at any K.
       {{Rule::skinny_rows, few_k, few_k},
        A::FusedSkinny,
        A::SkinnySm90,
@@ -579,9 +580,9 @@ TEST(Dispatch, AutoRuleBoundaries) {
        A::VendorLt,
        A::Vendor,
        A::Fused},
-      {{Rule::sm90_skinny_wide_rows, wide_k + 1, wide_n},
+      {{Rule::sm90_skinny_wide_rows, 2 * wide_k, wide_n},
        A::VendorLt,
-       A::VendorLt,
+       A::SkinnySm90,
        A::Vendor,
        A::Fused},
       {{Rule::sm90_skinny_rows, 4 * wide_k, 4096},
@@ -612,6 +613,10 @@ TEST(Dispatch, AutoRuleBoundaries) {
       {{1024, small_k + 1, 64}, A::VendorLt, A::VendorLt, A::Vendor, A::Fused},
       {{1024, 128, outputs_n}, A::FusedSkinny, A::FusedSkinny, A::FusedSkinny, A::FusedSkinny},
       {{1024, 128, outputs_n + 1}, A::Fused, A::Fused, A::Fused, A::Fused},
+      // ... and up to few_outputs_work where the outputs are at most few_outputs.
+      {{64, few_outputs_k, 128}, A::FusedSkinny, A::FusedSkinny, A::FusedSkinny, A::FusedSkinny},
+      {{64, few_outputs_k + 1, 128}, A::VendorLt, A::VendorLt, A::Vendor, A::Fused},
+      {{64, few_outputs_k / 2, 129}, A::VendorLt, A::VendorLt, A::Vendor, A::Fused},
       // Short K: the fused kernel up to short_k, on at least short_k_min_tiles tiles.
       {{1024, Rule::short_k, 4096}, A::Fused, A::Fused, A::Fused, A::Fused},
       {{1024, Rule::short_k + 1, 4096}, A::VendorLt, A::VendorLt, A::Vendor, A::Fused},
@@ -626,7 +631,9 @@ TEST(Dispatch, AutoRuleBoundaries) {
       Rule::sm90_skinny_rows == Rule::skinny_rows &&
           Rule::skinny_rows < Rule::sm90_skinny_wide_rows &&
           std::int64_t(1024) * small_k * 64 == Rule::small_work &&
-          1024 * outputs_n == Rule::small_outputs &&
+          1024 * outputs_n == Rule::small_outputs && 64 * 128 == Rule::few_outputs &&
+          64 * few_outputs_k * 128 == Rule::few_outputs_work &&
+          std::int64_t(64) * (few_outputs_k / 2) * 129 > Rule::small_work &&
           std::int64_t(1024) * 128 * outputs_n <= Rule::small_work && 128 <= Rule::short_k &&
           small_k > Rule::short_k &&
           std::int64_t(1024) * Rule::short_k * (tiles_n - Rule::short_k_tile) > Rule::small_work &&

@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <limits>
 #include <map>
+#include <memory>
 #include <set>
 #include <sstream>
 #include <string>
@@ -178,46 +179,203 @@ TEST(Planning, MeasuredChoiceEntersThePureDispatch) {
 // is dropped early.
 TEST(Planning, TimingRule) {
   using Rule = Impl::MeasureRule;
-  const auto run = [](std::vector<double> times, double best) {
+  const auto run = [](std::vector<double> times, double best, bool may_retry = true) {
     std::vector<int> asked;
     const Impl::Timing t = Impl::time_candidate(
         [&](int call) {
           asked.push_back(call);
           return times.at(std::size_t(call));
         },
-        best);
+        best, may_retry);
     EXPECT_EQ(int(asked.size()), t.calls);
     for (std::size_t i = 0; i < asked.size(); ++i) EXPECT_EQ(asked[i], int(i));
     return t;
   };
+  // A warm-up, then `n` calls of `ms` with the fastest `fastest` in the middle.
+  const auto calls = [](double warmup, int n, double ms, double fastest) {
+    std::vector<double> out(1 + std::size_t(n), ms);
+    out[0] = warmup;
+    out[1 + std::size_t(n) / 2] = fastest;
+    return out;
+  };
   const double inf = std::numeric_limits<double>::infinity();
-  Impl::Timing t = run({0.9, 0.2, 0.15, 0.3}, inf);  // the first candidate: every call
+  ASSERT_LT(Rule::timed_calls * 0.1, Rule::enough_ms);
+  // The first candidate, a small layer: every timed call (their sum stays short).
+  Impl::Timing t = run(calls(0.9, Rule::timed_calls, 0.1, 0.08), inf);
   EXPECT_EQ(t.calls, 1 + Rule::timed_calls);
-  EXPECT_EQ(t.ms, 0.15);
+  EXPECT_EQ(t.ms, 0.08);
   t = run({3.0, 2.5}, inf);  // a long call is enough alone
   EXPECT_GE(2.5, Rule::enough_ms);
   EXPECT_EQ(t.calls, 2);
   EXPECT_EQ(t.ms, 2.5);
+  t = run({1.0, 0.8, 0.7}, inf);  // timed until the calls add up to enough_ms
+  EXPECT_GE(0.8 + 0.7, Rule::enough_ms);
+  EXPECT_EQ(t.calls, 3);
+  EXPECT_EQ(t.ms, 0.7);
   t = run({3.0}, 1.0);  // warm-up over 2 x 1.0 + 0.5: dropped after it
   EXPECT_EQ(t.calls, 1);
   EXPECT_EQ(t.ms, 3.0);
   t = run({0.2, 0.13, 0.01}, 0.1);  // first timed call over 1.25 x the best: dropped
   EXPECT_EQ(t.calls, 2);
   EXPECT_EQ(t.ms, 0.13);
-  t = run({0.1, 0.11, 0.09, 0.095}, 0.1);  // close: timed in full, and faster
+  t = run(calls(0.1, Rule::timed_calls, 0.11, 0.09), 0.1);  // close: timed in full, and faster
   EXPECT_EQ(t.calls, 1 + Rule::timed_calls);
   EXPECT_EQ(t.ms, 0.09);
   // A warm-up far behind (a library's one-time set-up) gets a second one before it counts.
-  t = run({60.0, 0.11, 0.09, 0.1, 0.1}, 0.1);
+  std::vector<double> slow_first = calls(60.0, Rule::timed_calls, 0.1, 0.09);
+  slow_first.insert(slow_first.begin() + 1, 0.11);
+  t = run(slow_first, 0.1);
   EXPECT_GT(60.0, Rule::warmup_retry_factor * 0.1 + Rule::warmup_drop_slack_ms);
   EXPECT_EQ(t.calls, 2 + Rule::timed_calls);
   EXPECT_EQ(t.ms, 0.09);
-  EXPECT_DOUBLE_EQ(t.timed_ms, 0.09 + 0.1 + 0.1) << "the warm-ups are not timed calls";
+  EXPECT_NEAR(t.timed_ms, 0.09 + (Rule::timed_calls - 1) * 0.1, 1e-12)
+      << "the warm-ups are not timed calls";
+  t = run(slow_first, 0.1, false);  // a later cuBLASLt variant: no second warm-up
+  EXPECT_EQ(t.calls, 1);
+  EXPECT_EQ(t.ms, 60.0);
   t = run({60.0, 50.0}, 0.1);  // slow twice: dropped
   EXPECT_EQ(t.calls, 2);
   EXPECT_EQ(t.ms, 50.0);
   t = run({1.0}, 0.1);  // behind, yet not by a one-time cost: dropped after one warm-up
   EXPECT_EQ(t.calls, 1);
+}
+
+// The bound: strict fp32 cannot beat the CUDA cores' peak; nothing is known of the tensor-core
+// precisions or the host.
+TEST(Planning, ComputeBound) {
+  Facts h200 = hopper();
+  h200.fp32_gflops = 132 * 128 * 2 * 1.98;  // 132 SMs at 1.98 GHz
+  const Shape seed{1024, 8192, 8192};
+  EXPECT_NEAR(Impl::compute_bound_ms({Algorithm::Vendor, Precision::Strict, 0}, seed, h200), 2.054,
+              1e-3);
+  EXPECT_EQ(Impl::compute_bound_ms({Algorithm::FusedSm90, Precision::TF32x3, 0}, seed, h200), 0);
+  EXPECT_EQ(Impl::compute_bound_ms({Algorithm::VendorLt, Precision::TF32, 0}, seed, h200), 0);
+  EXPECT_EQ(Impl::compute_bound_ms({Algorithm::Vendor, Precision::Strict, 0}, seed, hopper()), 0)
+      << "no peak known";
+  EXPECT_EQ(
+      Impl::compute_bound_ms({Algorithm::Vendor, Precision::Strict, 0}, seed, host_optimized()), 0);
+}
+
+// time_candidates with made-up candidates and times: one whose bound is not below the best so
+// far is listed untimed, as are those past the budget (a one-time cost of a warm-up does not
+// use it up); the fake clock's timing (real_clock false) times them all.
+struct MadeUpCandidate {
+  int count = 1;
+  int variants() const { return count; }
+  void select(int) {}
+};
+TEST(Planning, BoundAndBudgetLeaveCandidatesUntimed) {
+  using Rule = Impl::MeasureRule;
+  const Choice sm90{Algorithm::FusedSm90, Precision::TF32x3, 0};
+  const Choice lt3{Algorithm::VendorLt, Precision::TF32x3, 0};
+  const Choice vendor{Algorithm::Vendor, Precision::Strict, 0};
+  const Choice lt{Algorithm::VendorLt, Precision::Strict, 0};
+  std::map<Algorithm, double> ms = {{Algorithm::FusedSm90, 1.0},
+                                    {Algorithm::Vendor, 2.8},
+                                    {Algorithm::VendorLt, 2.1}};  // lt3; lt gets 2.7 below
+  int calls = 0;
+  const auto make = [](const Choice& c) {
+    auto out = std::make_unique<MadeUpCandidate>();
+    out->count = c.algorithm == Algorithm::VendorLt && c.precision == Precision::Strict ? 3 : 1;
+    return out;
+  };
+  const auto call = [&](const MadeUpCandidate&, const Choice& c, int variant, int i) {
+    ++calls;
+    if (i == 0 && c.algorithm == Algorithm::VendorLt) return 90.0;  // a handle made
+    return c.precision == Precision::Strict && c.algorithm == Algorithm::VendorLt
+               ? 2.7 + variant
+               : ms.at(c.algorithm);
+  };
+  const auto bound = [](const Choice& c) { return c.precision == Precision::Strict ? 2.05 : 0.0; };
+  const std::vector<Choice> cands = {sm90, lt3, vendor, lt};
+  for (const bool real : {true, false}) {
+    calls = 0;
+    const auto f = Impl::time_candidates<MadeUpCandidate>(cands, real, make, call, bound);
+    ASSERT_TRUE(f.plan);
+    EXPECT_EQ(f.choice.algorithm, Algorithm::FusedSm90);
+    EXPECT_EQ(f.ms, 1.0);
+    ASSERT_EQ(f.timed.size(), real ? 4u : 6u) << "a candidate not set up lists no variants";
+    int timed_calls = 0;
+    for (const Measurement& m : f.timed) {
+      const bool strict = m.precision == Precision::Strict;
+      EXPECT_EQ(m.bound_ms, strict ? 2.05 : 0.0);
+      if (real && strict) {
+        EXPECT_EQ(m.calls, 0) << "past the bound: cannot beat 1.0 ms";
+        EXPECT_EQ(m.ms, std::numeric_limits<double>::infinity());
+        EXPECT_EQ(m.setup_ms, 0);
+      } else {
+        EXPECT_GE(m.calls, 1);
+        EXPECT_GE(m.setup_ms, 0);
+      }
+      timed_calls += m.calls;
+    }
+    EXPECT_EQ(timed_calls, calls);
+    EXPECT_EQ(f.timed[1].calls, 3) << "vendor_lt 3xtf32: a second warm-up after a one-time cost";
+    if (!real) {
+      // cuBLASLt's next algorithms after every path.
+      EXPECT_EQ(f.timed[3].algorithm, Algorithm::VendorLt);
+      EXPECT_EQ(f.timed[3].variant, 0);
+      EXPECT_EQ(f.timed[4].variant, 1);
+      EXPECT_EQ(f.timed[5].variant, 2);
+    }
+  }
+
+  // A later variant that wins: its candidate, freed after its first variant lost, is set up
+  // again, and it becomes the plan with that variant selected.
+  {
+    int made = 0, selected = -1;
+    struct Tracked : MadeUpCandidate {
+      int* selected = nullptr;
+      void select(int v) { *selected = v; }
+    };
+    const auto make_tracked = [&](const Choice& c) {
+      ++made;
+      auto out = std::make_unique<Tracked>();
+      out->count = c.algorithm == Algorithm::VendorLt ? 2 : 1;
+      out->selected = &selected;
+      return out;
+    };
+    const auto two = [](const Tracked&, const Choice& c, int variant, int) {
+      return c.algorithm == Algorithm::Vendor ? 2.0 : variant == 0 ? 2.5 : 1.5;
+    };
+    const auto f =
+        Impl::time_candidates<Tracked>(std::vector<Choice>{vendor, lt}, true, make_tracked, two,
+                                       [](const Choice&) { return 0.0; });
+    ASSERT_TRUE(f.plan);
+    EXPECT_EQ(f.choice.algorithm, Algorithm::VendorLt);
+    EXPECT_EQ(f.choice.variant, 1);
+    EXPECT_EQ(f.ms, 1.5);
+    EXPECT_EQ(made, 3) << "vendor, vendor_lt, and vendor_lt again for its second variant";
+    EXPECT_EQ(selected, 1) << "the plan runs the winning variant";
+    ASSERT_EQ(f.timed.size(), 3u);
+    EXPECT_TRUE(f.timed[2].chosen);
+    EXPECT_GE(f.timed[2].setup_ms, 0);
+  }
+
+  // The budget: candidates of 1 ms (warm-up and two timed calls each) until their calls add up
+  // to budget_calls of the best (and budget_min_ms); the one-time 90 ms warm-up does not count.
+  const std::vector<Choice> many(24, Choice{Algorithm::Fused, Precision::Strict, 0});
+  calls = 0;
+  const auto flat = [&](const MadeUpCandidate&, const Choice&, int, int i) {
+    ++calls;
+    return calls == 1 && i == 0 ? 90.0 : 1.0;
+  };
+  const auto f = Impl::time_candidates<MadeUpCandidate>(many, true, make, flat,
+                                                        [](const Choice&) { return 0.0; });
+  ASSERT_EQ(f.timed.size(), many.size());
+  const double budget = std::max(Rule::budget_calls * 1.0, Rule::budget_min_ms);
+  double spent = 0;
+  for (const Measurement& m : f.timed) {
+    if (spent > budget) {
+      EXPECT_EQ(m.calls, 0) << "past the budget";
+    } else {
+      EXPECT_GE(m.calls, 3);
+      EXPECT_EQ(m.ms, 1.0);
+    }
+    spent += m.calls * (m.calls ? m.ms : 0.0);
+  }
+  EXPECT_EQ(f.timed.front().calls, 3) << "the first: its warm-up (90 ms), two timed calls";
+  EXPECT_EQ(f.timed.back().calls, 0) << "24 candidates of 3 calls exceed the budget";
 }
 
 TEST(Planning, Names) {
@@ -282,6 +440,11 @@ void expect_measurements(const PlanType& plan, const P& p, Precision floor, int 
       EXPECT_GE(m.calls, 1) << what;
     else
       EXPECT_EQ(m.ms, std::numeric_limits<double>::infinity()) << what;
+    EXPECT_EQ(m.bound_ms, Impl::compute_bound_ms({m.algorithm, m.precision, m.variant},
+                                                 Shape{p.M, p.K, p.N}, f))
+        << what;
+    EXPECT_GE(m.setup_ms, 0) << what;
+    if (m.calls == 0) EXPECT_EQ(m.setup_ms, 0) << what;
     EXPECT_LE(m.calls, 2 + Impl::MeasureRule::timed_calls) << what;
     calls += m.calls;
     if (m.chosen) {
@@ -369,6 +532,34 @@ TEST(Planning, MeasuredPlansComputeRightAndLeaveTheInputs) {
       }
     }
   }
+  FusedLinear::forget_wisdom();
+}
+
+// On a GPU whose fp32 peak is known, at a 3xtf32 floor where fused_sm90 runs well under fp32's
+// compute bound, the strict candidates are listed with their bound and not timed.
+TEST(Planning, StrictCandidatesPastTheBoundAreNotTimed) {
+  P p(512, 4096, 4096, 14);
+  const Facts f = facts_of(ExecSpace(), p.X, p.W, p.b, p.Y);
+  if (f.fp32_gflops <= 0 || f.sm90_tf32x3 != nullptr)
+    GTEST_SKIP() << "no fp32 bound or no fused_sm90 for this execution space";
+  FusedLinear::forget_wisdom();
+  PlanType plan(ExecSpace(), p.X, p.W, p.b, p.Y, 2.f, 0.1f, measured(Precision::TF32x3, false));
+  const Shape shape{p.M, p.K, p.N};
+  double chosen = std::numeric_limits<double>::infinity();
+  for (const Measurement& m : plan.measurements())
+    if (m.chosen) chosen = m.ms;
+  EXPECT_EQ(plan.info().precision, Precision::TF32x3);
+  int strict = 0;
+  for (const Measurement& m : plan.measurements()) {
+    const std::string what = std::string(FusedLinear::to_string(m.algorithm)) + "/" +
+                             FusedLinear::to_string(m.precision);
+    if (m.precision != Precision::Strict) continue;
+    ++strict;
+    EXPECT_DOUBLE_EQ(m.bound_ms, Impl::compute_bound_ms({m.algorithm, m.precision, 0}, shape, f));
+    EXPECT_GT(m.bound_ms, chosen) << what;
+    EXPECT_EQ(m.calls, 0) << what << ": its bound " << m.bound_ms << " ms, the best " << chosen;
+  }
+  EXPECT_GT(strict, 0);
   FusedLinear::forget_wisdom();
 }
 

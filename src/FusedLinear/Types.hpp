@@ -219,10 +219,18 @@ struct Measurement {
   /// Milliseconds: the fastest of its timed calls; for a candidate dropped after its warm-up
   /// (far behind the best so far), that call's; infinity where its memory could not be had.
   double ms = 0;
-  /// Calls run, the warm-up included (0: not set up).
+  /// Calls run, the warm-up included (0: not timed: its memory could not be had, it came past
+  /// the measurement's budget, or its bound is not below the best time).
   int calls = 0;
   /// The plan runs this one.
   bool chosen = false;
+  /// Milliseconds its set-up took on the host (workspace, descriptors), listed with the first
+  /// variant timed after it (a later cuBLASLt variant's candidate may be set up again); 0
+  /// where it was not set up.
+  double setup_ms = 0;
+  /// The least time its arithmetic can take on this device (strict fp32 at the CUDA cores'
+  /// peak), 0 where no bound is known.
+  double bound_ms = 0;
 };
 
 }  // namespace FusedLinear

@@ -45,6 +45,8 @@ struct Facts {
   bool skinny_packed = true;
   /// Multiprocessors of the device (0 on the host).
   std::int64_t multiprocessors = 0;
+  /// The device's peak strict fp32 rate, GFLOP/s (0 where unknown): Planning::Measure's bound.
+  double fp32_gflops = 0;
 };
 
 struct Shape {
@@ -82,11 +84,11 @@ struct Decision : RunInfo {
 /// held-out study that validates it and the commands that re-derive it are in
 /// docs/design/dispatch.md ("The GPU rule", "The host rule").
 struct AutoRule {
-  /// Hopper: up to 16 rows (32 where W is wide) the sm_90a few-rows kernel streams W through the
-  /// bulk-copy engine, ahead of every other path at any size it takes.
+  /// Hopper: up to 16 rows (32 where W is wide: enough 128-column blocks to fill the GPU
+  /// without splitting K) the sm_90a few-rows kernel streams W through the bulk-copy engine,
+  /// ahead of every other path at any size it takes.
   static constexpr std::int64_t sm90_skinny_rows = 16;
-  static constexpr std::int64_t sm90_skinny_wide_rows = 32, sm90_skinny_wide_n = 8192,
-                                sm90_skinny_wide_max_k = 8192;
+  static constexpr std::int64_t sm90_skinny_wide_rows = 32, sm90_skinny_wide_n = 8192;
   /// ... except on a small W of short rows, where its bulk-copy pipeline never fills and the
   /// portable skinny kernel's one short launch wins.
   static constexpr std::int64_t sm90_skinny_min_k = 512, sm90_skinny_min_n = 1024;
@@ -94,11 +96,15 @@ struct AutoRule {
   /// row whose W it must read element by element (rows not in 16-byte packs) once W is large:
   /// cuBLASLt's matrix-vector kernel is then the faster.
   static constexpr std::int64_t skinny_rows = 16;
-  static constexpr std::int64_t unpacked_gemv_n = 256, unpacked_gemv_w = std::int64_t(1) << 18;
+  static constexpr std::int64_t unpacked_gemv_n = 256, unpacked_gemv_w = std::int64_t(1) << 19;
   /// GPUs: small products with few outputs, where one short launch and no pass over Y win (the
   /// skinny kernel computes each output as one dot product: many outputs make it slow).
   static constexpr std::int64_t small_work = std::int64_t(1) << 27;     // M N K
   static constexpr std::int64_t small_outputs = std::int64_t(1) << 20;  // M N
+  /// ... and twice that work on at most 2^13 outputs (half of one 128 x 128 tile): cuBLAS then
+  /// runs a tile or two along a long K, while the skinny kernel splits K.
+  static constexpr std::int64_t few_outputs = std::int64_t(1) << 13;
+  static constexpr std::int64_t few_outputs_work = std::int64_t(1) << 28;
   /// GPUs: short K, where the pass over Y is a large share of cuBLAS plus the pass and the fused
   /// kernel writes Y once, on enough of its 128 x 128 tiles to fill half an H200's 132 SMs.
   static constexpr std::int64_t short_k = 256;
@@ -116,7 +122,7 @@ struct AutoRule {
   static constexpr std::int64_t tf32x3_few_tiles_work = std::int64_t(1) << 31;
   static constexpr std::int64_t tf32x3_tile = 128;
   static constexpr double tf32x3_min_n_use = 0.5;
-  static constexpr std::int64_t tf32x3_padded_min_rows = 96;
+  static constexpr std::int64_t tf32x3_padded_min_rows = 64;
   static constexpr std::int64_t tf32x3_min_k = 32;
 
   /// Host: few rows stream W from memory once; the skinny kernel's dot products along K beat the
@@ -156,14 +162,15 @@ inline Algorithm strict_auto(const Shape& s, const Facts& f) {
   const bool small_w = s.K <= AutoRule::sm90_skinny_min_k && s.N <= AutoRule::sm90_skinny_min_n;
   if (f.sm90_skinny == nullptr && !small_w &&
       (s.M <= AutoRule::sm90_skinny_rows ||
-       (s.M <= AutoRule::sm90_skinny_wide_rows && s.N >= AutoRule::sm90_skinny_wide_n &&
-        s.K <= AutoRule::sm90_skinny_wide_max_k)))
+       (s.M <= AutoRule::sm90_skinny_wide_rows && s.N >= AutoRule::sm90_skinny_wide_n)))
     return Algorithm::SkinnySm90;
   if (s.M == 1 && !f.skinny_packed && f.cublaslt && s.N >= AutoRule::unpacked_gemv_n &&
       s.N * s.K >= AutoRule::unpacked_gemv_w)
     return Algorithm::VendorLt;
   if (s.M <= AutoRule::skinny_rows) return Algorithm::FusedSkinny;
   if (s.M * s.N * s.K <= AutoRule::small_work && s.M * s.N <= AutoRule::small_outputs)
+    return Algorithm::FusedSkinny;
+  if (s.M * s.N * s.K <= AutoRule::few_outputs_work && s.M * s.N <= AutoRule::few_outputs)
     return Algorithm::FusedSkinny;
   const std::int64_t t = AutoRule::short_k_tile;
   if (s.K <= AutoRule::short_k &&

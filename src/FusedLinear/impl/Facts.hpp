@@ -45,6 +45,7 @@ Facts gather_facts(const ExecSpace& exec, const XView& X, const WView& W, const 
   if (f.blas == Gemm::HostBlas) f.host_blas = host_blas_kind();
   f.skinny_packed = rows_are_packable(X) && rows_are_packable(W);
   f.multiprocessors = multiprocessors(exec);
+  f.fp32_gflops = fp32_peak_gflops(exec);
   cublaslt_facts<ExecSpace, XView, WView, BView, YView>(b, f);
   sm90_facts(exec, X, W, b, Y, f);
   return f;

@@ -164,8 +164,9 @@ class PlanImpl {
       return tuning.measure_clock ? tuning.measure_clock(c.algorithm, c.precision, variant, i, ms)
                                   : ms;
     };
-    Fastest<PlanImpl> fastest =
-        time_candidates<PlanImpl>(candidates, !tuning.measure_clock, make, call);
+    Fastest<PlanImpl> fastest = time_candidates<PlanImpl>(
+        candidates, !tuning.measure_clock, make, call,
+        [&](const Choice& c) { return compute_bound_ms(c, m_shape, facts); });
     // None could be set up: the rule's path runs, or raises its error.
     if (!fastest.plan) return Measured::Nothing;
     WisdomStore::instance().remember(key, WisdomEntry{fastest.choice, fastest.ms});

@@ -28,27 +28,29 @@ namespace Impl {
 /// How long Planning::Measure times a candidate (docs/design/dispatch.md, "Planning").
 struct MeasureRule {
   /// Timed calls after the warm-up call (which loads kernels, fills caches and the cuBLASLt
-  /// handle's state): at most this many, fewer once they add up to `enough_ms` (one call of a
-  /// large layer varies by well under 1%); a candidate's time is their minimum, the least
-  /// disturbed, as FFTW takes it.
-  static constexpr int timed_calls = 3;
-  static constexpr double enough_ms = 2.0;
+  /// handle's state): until they add up to `enough_ms` (one call of a large layer varies by well
+  /// under 1%), at least one and at most this many (a small layer's single calls vary by
+  /// several per cent); a candidate's time is their minimum, the least disturbed, as FFTW takes it.
+  static constexpr int timed_calls = 10;
+  static constexpr double enough_ms = 1.5;
   /// A candidate whose warm-up call took more than this multiple of the best time so far, plus
   /// the slack (a first launch may load a module), gets no timed call: it cannot win.
   static constexpr double warmup_drop_factor = 2.0;
   static constexpr double warmup_drop_slack_ms = 0.5;
   /// A warm-up this far behind is more likely a one-time cost (the process's first cuBLAS call
-  /// makes its handle) than the path's speed: the candidate gets a second warm-up call.
+  /// makes its handle) than the path's speed: the candidate gets a second warm-up call. Only a
+  /// candidate's first variant: its others share what the first set up.
   static constexpr double warmup_retry_factor = 8.0;
-  /// A candidate whose first timed call is this much slower than the best so far gets no more.
+  /// A candidate whose timed calls so far are all this much slower than the best gets no more.
   static constexpr double first_call_drop_factor = 1.25;
   /// vendor_lt in strict or tf32: cuBLASLt's first ranked algorithms timed, each a candidate.
   static constexpr int cublaslt_algorithms = 4;
-  /// The whole measurement's bound: once the timed calls (not the warm-ups: one or two per
-  /// candidate) add up to this many calls of the best candidate so far, and to at least
-  /// `budget_min_ms`, the rest are not timed (they come last: the slower arithmetic).
-  static constexpr double budget_calls = 20;
-  static constexpr double budget_min_ms = 5.0;
+  /// The whole measurement's bound: once the candidates' calls (warm-ups included, each counted
+  /// at its candidate's time, so that a one-time cost does not use the budget up) add up to this
+  /// many calls of the best candidate so far, and to at least `budget_min_ms`, the rest are not
+  /// timed (they come last: the slower arithmetic).
+  static constexpr double budget_calls = 16;
+  static constexpr double budget_min_ms = 30.0;
 };
 
 inline bool same_path(const Choice& a, const Choice& b) {
@@ -59,6 +61,15 @@ inline bool same_path(const Choice& a, const Choice& b) {
 /// single product (strict, tf32; 3xtf32's several products keep the heuristic's first).
 inline bool has_variants(const Choice& c) {
   return c.algorithm == Algorithm::VendorLt && c.precision != Precision::TF32x3;
+}
+
+/// The least time (ms) a candidate can take, where its arithmetic's peak is known: strict fp32
+/// runs on the CUDA cores, at best at Facts::fp32_gflops (2 M N K flops). 0 where nothing is
+/// known (the tensor-core precisions, the host). A candidate whose bound is not below the best
+/// time so far is not timed: it cannot win.
+inline double compute_bound_ms(const Choice& c, const Shape& s, const Facts& f) {
+  if (c.precision != Precision::Strict || f.fp32_gflops <= 0) return 0;
+  return 2.0 * double(s.M) * double(s.N) * double(s.K) / (f.fp32_gflops * 1e6);
 }
 
 /// The paths Planning::Measure times for a request: under Algorithm::Auto every explicit
@@ -109,15 +120,17 @@ struct Timing {
 
 /// Times one candidate against the best time so far (infinity for the first), by
 /// MeasureRule: `call(i)` runs the i-th call and returns its milliseconds. A warm-up call (two
-/// where the first is far behind the best), then up to MeasureRule::timed_calls timed calls,
-/// fewer once they take MeasureRule::enough_ms or the first shows it cannot win; none where the
-/// warm-up shows it. A dropped candidate's time is the call that dropped it (behind the best).
+/// where the first is far behind the best and `may_retry`), then timed calls until they take
+/// MeasureRule::enough_ms, at most MeasureRule::timed_calls, fewer once they show it cannot
+/// win; none where the warm-up shows it. A dropped candidate's time is the call that dropped
+/// it (behind the best).
 template <class Call>
-Timing time_candidate(Call&& call, double best_ms) {
+Timing time_candidate(Call&& call, double best_ms, bool may_retry = true) {
   Timing t;
   const auto next = [&] { return call(t.calls++); };
   double warmup = next();
-  if (warmup > MeasureRule::warmup_retry_factor * best_ms + MeasureRule::warmup_drop_slack_ms)
+  if (may_retry &&
+      warmup > MeasureRule::warmup_retry_factor * best_ms + MeasureRule::warmup_drop_slack_ms)
     warmup = next();
   if (warmup > MeasureRule::warmup_drop_factor * best_ms + MeasureRule::warmup_drop_slack_ms) {
     t.ms = warmup;
@@ -128,7 +141,7 @@ Timing time_candidate(Call&& call, double best_ms) {
     t.ms = std::min(t.ms, ms);
     t.timed_ms += ms;
     if (t.timed_ms >= MeasureRule::enough_ms) break;
-    if (i == 1 && ms > MeasureRule::first_call_drop_factor * best_ms) break;
+    if (t.ms > MeasureRule::first_call_drop_factor * best_ms) break;
   }
   return t;
 }
@@ -143,51 +156,87 @@ struct Fastest {
   std::vector<Measurement> timed;
 };
 
-/// Times `candidates` in order, each variant of each (`variants()`, `select(v)`), by
-/// time_candidate: `make(c)` sets one up (a std::unique_ptr<Candidate>; std::runtime_error where
-/// its memory cannot be had: listed, not timed); `call(candidate, c, v, i)` runs its i-th call
-/// and returns the milliseconds. `budgeted`: past MeasureRule's budget the rest are listed, not
-/// timed (a test's fake clock has every candidate timed). The previous best goes as a faster
-/// one is found: every call of it was waited for.
-template <class Candidate, class Make, class Call>
-Fastest<Candidate> time_candidates(const std::vector<Choice>& candidates, bool budgeted,
-                                   Make&& make, Call&& call) {
+/// Times `candidates` in order by time_candidate, their first variants first and then the
+/// others (`variants()`, `select(v)`: cuBLASLt's next algorithms refine a path already timed,
+/// so every path is timed before them): `make(c)` sets one up (a std::unique_ptr<Candidate>;
+/// std::runtime_error where its memory cannot be had: listed, not timed); `call(candidate, c,
+/// v, i)` runs its i-th call and returns the milliseconds; `bound(c)` is the least time it can
+/// take (compute_bound_ms). `real_clock`: a candidate whose bound is not below the best so far,
+/// and all past MeasureRule's budget, are listed, not timed (a test's fake clock has every
+/// candidate timed). The previous best goes as a faster one is found: every call of it was
+/// waited for.
+template <class Candidate, class Make, class Call, class Bound>
+Fastest<Candidate> time_candidates(const std::vector<Choice>& candidates, bool real_clock,
+                                   Make&& make, Call&& call, Bound&& bound) {
   Fastest<Candidate> f;
   double spent_ms = 0;
-  const auto untimed = [&f](const Choice& c) {
-    f.timed.push_back(
-        {c.algorithm, c.precision, 0, std::numeric_limits<double>::infinity(), 0, false});
+  const auto skipped = [&](double bound_ms) {
+    return f.plan && real_clock &&
+           (bound_ms >= f.ms ||
+            spent_ms > std::max(MeasureRule::budget_calls * f.ms, MeasureRule::budget_min_ms));
   };
-  for (const Choice& c : candidates) {
-    if (f.plan && budgeted &&
-        spent_ms > std::max(MeasureRule::budget_calls * f.ms, MeasureRule::budget_min_ms)) {
-      untimed(c);
-      continue;
-    }
-    std::unique_ptr<Candidate> candidate;
+  const auto untimed = [&f](const Choice& c, int variant, double bound_ms) {
+    Measurement m{c.algorithm, c.precision, variant, std::numeric_limits<double>::infinity(),
+                  0,           false};
+    m.bound_ms = bound_ms;
+    f.timed.push_back(m);
+  };
+  // Sets one up (nullptr where its memory cannot be had), with the milliseconds it took.
+  const auto set_up = [&](const Choice& c, double& setup_ms) -> std::unique_ptr<Candidate> {
+    Kokkos::Timer timer;
     try {
-      candidate = make(c);
+      std::unique_ptr<Candidate> out = make(c);
+      setup_ms = timer.seconds() * 1e3;
+      return out;
     } catch (const std::runtime_error&) {
-      untimed(c);
+      return nullptr;
+    }
+  };
+  // Times variant v of `candidate`; it becomes the plan where it is the fastest yet.
+  const auto time_variant = [&](std::unique_ptr<Candidate>& candidate, const Choice& c, int v,
+                                double setup_ms, double bound_ms) {
+    candidate->select(v);
+    const Timing t = time_candidate([&](int i) { return call(*candidate, c, v, i); }, f.ms, v == 0);
+    spent_ms += t.calls * t.ms;
+    Measurement m{c.algorithm, c.precision, v, t.ms, t.calls, false};
+    m.setup_ms = setup_ms;
+    m.bound_ms = bound_ms;
+    f.timed.push_back(m);
+    if (t.ms < f.ms) {
+      f.ms = t.ms;
+      f.choice = Choice{c.algorithm, c.precision, v};
+      if (candidate.get() != f.plan.get()) f.plan = std::move(candidate);
+    }
+  };
+  const auto is_plan = [&f](const Choice& c) { return f.plan && same_path(f.choice, c); };
+
+  std::vector<std::pair<Choice, int>> with_variants;  // and how many
+  for (const Choice& c : candidates) {
+    const double bound_ms = bound(c);
+    double setup_ms = 0;
+    std::unique_ptr<Candidate> candidate = skipped(bound_ms) ? nullptr : set_up(c, setup_ms);
+    if (!candidate) {
+      untimed(c, 0, bound_ms);
       continue;
     }
-    bool leads = false;
-    for (int v = 0; v < candidate->variants(); ++v) {
-      candidate->select(v);
-      const Timing t = time_candidate([&](int i) { return call(*candidate, c, v, i); }, f.ms);
-      spent_ms += t.timed_ms;
-      f.timed.push_back({c.algorithm, c.precision, v, t.ms, t.calls, false});
-      if (t.ms < f.ms) {
-        f.ms = t.ms;
-        f.choice = Choice{c.algorithm, c.precision, v};
-        leads = true;
+    const int variants = candidate->variants();
+    time_variant(candidate, c, 0, setup_ms, bound_ms);
+    if (variants > 1) with_variants.emplace_back(c, variants);
+  }
+  for (const auto& [c, variants] : with_variants) {
+    const double bound_ms = bound(c);
+    std::unique_ptr<Candidate> own;  // set up again unless it is the plan
+    double setup_ms = 0;
+    for (int v = 1; v < variants; ++v) {
+      if (skipped(bound_ms) || (!is_plan(c) && !own && !(own = set_up(c, setup_ms)))) {
+        untimed(c, v, bound_ms);
+        continue;
       }
-    }
-    if (leads) {
-      candidate->select(f.choice.variant);
-      f.plan = std::move(candidate);
+      // The plan's own engine where it leads: its variant is selected again below.
+      time_variant(is_plan(c) ? f.plan : own, c, v, std::exchange(setup_ms, 0), bound_ms);
     }
   }
+  if (f.plan) f.plan->select(f.choice.variant);
   for (Measurement& m : f.timed)
     m.chosen = f.plan && m.algorithm == f.choice.algorithm && m.precision == f.choice.precision &&
                m.variant == f.choice.variant;

@@ -12,6 +12,10 @@
 
 #include <Kokkos_Core.hpp>
 
+#if defined(KOKKOS_ENABLE_CUDA)
+#include <cuda_runtime.h>
+#endif
+
 #if defined(__CUDACC__) || defined(__HIPCC__) || defined(__clang__)
 #define FUSED_LINEAR_UNROLL _Pragma("unroll")
 #elif defined(__GNUC__)
@@ -107,6 +111,28 @@ std::int64_t multiprocessors(const ExecSpace& exec) {
   if (is_host_space<ExecSpace>()) return 0;
   // Elsewhere: resident threads over the 2048 an NVIDIA or AMD multiprocessor holds.
   return std::int64_t(exec.concurrency()) / 2048;
+}
+
+/// The peak strict fp32 rate (GFLOP/s) of the NVIDIA GPU `exec` runs on: every
+/// multiprocessor's 128 fp32 lanes (no NVIDIA GPU has more) doing a multiply-add per cycle at
+/// the peak clock. 0 where no bound is known: the host, other devices, and compute capability
+/// 10 on, whose cuBLAS may emulate fp32 on the tensor cores.
+template <class ExecSpace>
+double fp32_peak_gflops(const ExecSpace& exec) {
+#if defined(KOKKOS_ENABLE_CUDA)
+  if constexpr (std::is_same<ExecSpace, Kokkos::Cuda>::value) {
+    const auto& prop = exec.cuda_device_prop();
+    if (prop.major >= 10) return 0;
+    int khz = 0;
+    if (cudaDeviceGetAttribute(&khz, cudaDevAttrClockRate, exec.cuda_device()) != cudaSuccess) {
+      (void)cudaGetLastError();  // this query's own error
+      return 0;
+    }
+    return double(prop.multiProcessorCount) * 128 * 2 * khz * 1e-6;
+  }
+#endif
+  (void)exec;
+  return 0;
 }
 
 /// Sixteen bytes of Scalar, loaded and stored as one access (LDG.128/STS.128 on NVIDIA GPUs,
