@@ -219,7 +219,7 @@ Config parse_args(int argc, char* argv[]) {
     } else if (option == "--reps") {
       c.reps = parse_integer<int>(option, value(), 1);
     } else if (option == "--min-time-ms") {
-      c.min_time_ms = std::stod(value());
+      c.min_time_ms = parse_double(option, value());
     } else if (option == "--seed") {
       c.seed = parse_integer<std::uint64_t>(option, value(), 0);
     } else if (option == "--check-rows") {
