@@ -17,36 +17,40 @@
 #                                    goes to .device-kokkos<major><minor>/ (e.g. .device-kokkos46/):
 #                                    DEVICE_DIR=.device-kokkos46 scripts/device-run.sh tests.
 #   -DVAR=VALUE                      passed to cmake (e.g. -DFusedLinear_ENABLE_HEADER_CHECKS=OFF).
+#   --target T                       build T (repeatable) instead of everything; not with --bundle.
 #   --build-dir DIR, --bundle-dir DIR  other places for either. The bundle is also archived as
 #                                    DIR.tar.gz (git-ignored too), to carry instead of the folder.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 export PATH="${CUDA_HOME:-/usr/local/cuda}/bin:${PATH}"
-setup_args=() cmake_args=() bundle=0 build_dir= bundle_dir=
+setup_args=() cmake_args=() targets=() bundle=0 build_dir= bundle_dir=
 while [ $# -gt 0 ]; do
   case "$1" in
     --bundle) bundle=1; shift ;;
     --build-dir) build_dir="$2"; shift 2 ;;
     --bundle-dir) bundle_dir="$2"; shift 2 ;;
+    --target) targets+=(--target "$2"); shift 2 ;;
     --kokkos-source|--kernels-source) setup_args+=("$1" "$2"); shift 2 ;;
     --kokkos-source=*|--kernels-source=*|--no-deprecated) setup_args+=("$1"); shift ;;
     -D*) cmake_args+=("$1"); shift ;;
     *) echo "build-cuda.sh: unknown argument '$1'" >&2; exit 2 ;;
   esac
 done
+[ "$bundle" -eq 0 ] || [ "${#targets[@]}" -eq 0 ] ||
+  { echo "build-cuda.sh: a bundle needs every target (leave out --target)" >&2; exit 2; }
 prefix="$(bash scripts/setup.sh "${setup_args[@]}" cuda | sed -n 's/^cuda=//p')"
 if [ "${#setup_args[@]}" -eq 0 ] && [ -z "$build_dir" ]; then
   build_dir=build/cuda
   cmake --preset cuda -DCMAKE_PREFIX_PATH="$prefix" -DCMAKE_CXX_COMPILER="${prefix}/bin/nvcc_wrapper" \
     "${cmake_args[@]}"
-  cmake --build --preset cuda
+  cmake --build --preset cuda "${targets[@]}"
   : "${bundle_dir:=.device}"
 else
   # What a user with an installed Kokkos does: the prefix and its nvcc_wrapper, nothing else.
   : "${build_dir:=build/cuda-$(basename "${prefix%-cuda}")}"
   cmake -S . -B "$build_dir" -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_PREFIX_PATH="$prefix" \
     -DCMAKE_CXX_COMPILER="${prefix}/bin/nvcc_wrapper" "${cmake_args[@]}"
-  cmake --build "$build_dir"
+  cmake --build "$build_dir" "${targets[@]}"
   version="$(basename "$prefix" | sed -n 's/^kokkos-\([0-9]*\)\.\([0-9]*\)\..*/\1\2/p')"
   : "${bundle_dir:=.device-kokkos${version}}"
 fi
