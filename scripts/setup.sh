@@ -20,9 +20,8 @@
 #             host_arch_flags), Kokkos Kernels with the host BLAS/LAPACK TPLs.
 #   cuda      Kokkos with CUDA (sm_90, Hopper) + OpenMP + Serial through nvcc_wrapper, Kokkos Kernels
 #             with cuBLAS and host BLAS/LAPACK. Needs nvcc (CUDA 13) but no GPU.
-#   debug     Kokkos with Threads (C++ threads backend) + Serial, Kokkos_ENABLE_DEBUG and bounds
-#             checks, C++20, Kokkos Kernels with the host BLAS/LAPACK TPLs: the prefix of the
-#             sanitizer build (CI's only Threads build).
+#   debug     Kokkos with Serial only (no OpenMP), Kokkos_ENABLE_DEBUG and bounds checks, C++20,
+#             Kokkos Kernels with the host BLAS/LAPACK TPLs: the prefix of the sanitizer build.
 #   threads   Kokkos with Threads (C++ threads backend) + Serial, Kokkos Kernels with host BLAS.
 #   hip       Debian's hipcc 5.2.3 (installed here), Kokkos with HIP for gfx90a (VEGA90A: MI200
 #             series) + Serial, Kokkos Kernels without TPLs. Needs no AMD GPU.
@@ -364,9 +363,6 @@ host_arch_flags() {
   [ "$arch" = none ] || echo "-DKokkos_ARCH_${arch}=ON"
 }
 
-# Kokkos 3.4 names the Threads backend PTHREAD, 4.x THREADS.
-threads_option() { if [ "$KOKKOS_MAJOR" -ge 4 ]; then echo THREADS; else echo PTHREAD; fi; }
-
 build_config() {
   local config="$1" prefix="${DEPS_DIR}/${PREFIX_STEM}-$1"
   local kokkos_flags=("${common_kokkos_flags[@]}") kernels_flags=("${common_kernels_flags[@]}")
@@ -390,17 +386,18 @@ build_config() {
       # Kokkos Kernels 4 also turns cuSOLVER on with CUDA, which then insists on cuSPARSE.
       [ "$KOKKOS_MAJOR" -lt 4 ] || kernels_flags+=(-DKokkosKernels_ENABLE_TPL_CUSOLVER=OFF) ;;
     debug)
-      # Kokkos_ENABLE_DEBUG and the bounds checks are compiled into every consumer through
-      # KokkosCore_config.h; Kokkos exports cxx_std_20.
+      # Serial is then the default execution space; Kokkos_ENABLE_DEBUG and the bounds checks are
+      # compiled into every consumer through KokkosCore_config.h; Kokkos exports cxx_std_20.
       kokkos_flags+=(-DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_CXX_STANDARD=20
-                     -DKokkos_ENABLE_OPENMP=OFF "-DKokkos_ENABLE_$(threads_option)=ON"
-                     -DKokkos_ENABLE_DEBUG=ON
+                     -DKokkos_ENABLE_OPENMP=OFF -DKokkos_ENABLE_DEBUG=ON
                      -DKokkos_ENABLE_DEBUG_BOUNDS_CHECK=ON -DCMAKE_CXX_COMPILER=g++)
       kernels_flags+=(-DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_CXX_COMPILER=g++
                       "${host_blas_flags[@]}") ;;
-    threads)
+    threads)  # Kokkos 3.4 names the Threads backend PTHREAD, 4.x THREADS
+      local threads_option=THREADS
+      [ "$KOKKOS_MAJOR" -ge 4 ] || threads_option=PTHREAD
       kokkos_flags+=(-DCMAKE_BUILD_TYPE=Release -DCMAKE_CXX_STANDARD=17 -DKokkos_ENABLE_OPENMP=OFF
-                     "-DKokkos_ENABLE_$(threads_option)=ON" -DCMAKE_CXX_COMPILER=g++ $(host_arch_flags))
+                     "-DKokkos_ENABLE_${threads_option}=ON" -DCMAKE_CXX_COMPILER=g++ $(host_arch_flags))
       kernels_flags+=(-DCMAKE_BUILD_TYPE=Release -DCMAKE_CXX_COMPILER=g++ "${host_blas_flags[@]}") ;;
     hip)
       command -v hipcc >/dev/null || die "hip: no hipcc (Debian package hipcc)"

@@ -179,14 +179,15 @@ TEST(Planning, MeasuredChoiceEntersThePureDispatch) {
 // is dropped early.
 TEST(Planning, TimingRule) {
   using Rule = Impl::MeasureRule;
-  const auto run = [](std::vector<double> times, double best, bool may_retry = true) {
+  const auto run = [](std::vector<double> times, double best,
+                      double retry_factor = Rule::warmup_retry_factor) {
     std::vector<int> asked;
     const Impl::Timing t = Impl::time_candidate(
         [&](int call) {
           asked.push_back(call);
           return times.at(std::size_t(call));
         },
-        best, may_retry);
+        best, retry_factor);
     EXPECT_EQ(int(asked.size()), t.calls);
     for (std::size_t i = 0; i < asked.size(); ++i) EXPECT_EQ(asked[i], int(i));
     return t;
@@ -230,9 +231,18 @@ TEST(Planning, TimingRule) {
   EXPECT_EQ(t.ms, 0.09);
   EXPECT_NEAR(t.timed_ms, 0.09 + (Rule::timed_calls - 1) * 0.1, 1e-12)
       << "the warm-ups are not timed calls";
-  t = run(slow_first, 0.1, false);  // a later cuBLASLt variant: no second warm-up
+  // A warm-up behind by a module's lazy load (5 ms) at a mid-size layer: a first variant's is
+  // taken as its speed, a later cuBLASLt variant's (another kernel) gets a second warm-up.
+  std::vector<double> loaded_first = calls(6.0, Rule::timed_calls, 1.0, 0.9);
+  loaded_first.insert(loaded_first.begin() + 1, 1.1);
+  EXPECT_GT(6.0, Rule::warmup_drop_factor * 1.0 + Rule::warmup_drop_slack_ms);
+  EXPECT_LT(6.0, Rule::warmup_retry_factor * 1.0 + Rule::warmup_drop_slack_ms);
+  t = run(loaded_first, 1.0);
   EXPECT_EQ(t.calls, 1);
-  EXPECT_EQ(t.ms, 60.0);
+  EXPECT_EQ(t.ms, 6.0);
+  t = run(loaded_first, 1.0, Rule::variant_retry_factor);
+  EXPECT_EQ(t.calls, 2 + 2) << "two warm-ups, then timed calls of 1.1 and 1.0 (enough_ms)";
+  EXPECT_EQ(t.ms, 1.0);
   t = run({60.0, 50.0}, 0.1);  // slow twice: dropped
   EXPECT_EQ(t.calls, 2);
   EXPECT_EQ(t.ms, 50.0);
@@ -335,8 +345,9 @@ TEST(Planning, BoundAndBudgetLeaveCandidatesUntimed) {
       out->selected = &selected;
       return out;
     };
-    const auto two = [](const Tracked&, const Choice& c, int variant, int) {
-      return c.algorithm == Algorithm::Vendor ? 2.0 : variant == 0 ? 2.5 : 1.5;
+    // The second variant's first call loads its kernel's module (5 ms), as on a GPU.
+    const auto two = [](const Tracked&, const Choice& c, int variant, int i) {
+      return c.algorithm == Algorithm::Vendor ? 2.0 : variant == 0 ? 2.5 : i == 0 ? 6.5 : 1.5;
     };
     const auto f =
         Impl::time_candidates<Tracked>(std::vector<Choice>{vendor, lt}, true, make_tracked, two,
@@ -350,6 +361,7 @@ TEST(Planning, BoundAndBudgetLeaveCandidatesUntimed) {
     ASSERT_EQ(f.timed.size(), 3u);
     EXPECT_TRUE(f.timed[2].chosen);
     EXPECT_GE(f.timed[2].setup_ms, 0);
+    EXPECT_GE(f.timed[2].calls, 3) << "a second warm-up after its module's load";
   }
 
   // The budget: candidates of 1 ms (warm-up and two timed calls each) until their calls add up

@@ -341,7 +341,7 @@ void slow_fill(const ExecSpace& exec, const View& v, std::uint64_t salt, double 
 TEST(Concurrency, NativeGemmOnTheCallersStream) {
   TwoInstances two;
   using LeftMatrix = Kokkos::View<float**, Kokkos::LayoutLeft, MemorySpace>;
-  const std::int64_t M = 512, K = 2048, N = 384;
+  const std::int64_t M = 512 / debug_scale, K = 2048, N = 384;
   struct Inputs {
     P::Matrix X, Y;
     LeftMatrix W;

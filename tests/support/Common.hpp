@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 // What every test file names: the library's types in the test namespace, the default execution
-// space, the precisions, two string predicates and the seed of the randomised tests.
+// space, the precisions, two string predicates, the debug build's scale and the seed of the
+// randomised tests.
 #ifndef FUSED_LINEAR_TEST_SUPPORT_COMMON_HPP
 #define FUSED_LINEAR_TEST_SUPPORT_COMMON_HPP
 
@@ -34,6 +35,15 @@ inline bool starts_with(const std::string& s, const std::string& prefix) {
 inline bool contains(const std::string& s, const std::string& part) {
   return s.find(part) != std::string::npos;
 }
+
+/// The debug build (Kokkos debug and bounds checks, sanitizers, -O1) runs several times slower:
+/// its largest cases take 1/debug_scale of their rows there, which runs the same code (the other
+/// builds run them in full).
+#if defined(KOKKOS_ENABLE_DEBUG)
+constexpr std::int64_t debug_scale = 4;
+#else
+constexpr std::int64_t debug_scale = 1;
+#endif
 
 /// The seed of the randomised tests: FUSED_LINEAR_TEST_SEED, else a fixed default (printed).
 inline std::uint64_t test_seed(std::uint64_t fallback = 20261201) {

@@ -38,9 +38,11 @@ struct MeasureRule {
   static constexpr double warmup_drop_factor = 2.0;
   static constexpr double warmup_drop_slack_ms = 0.5;
   /// A warm-up this far behind is more likely a one-time cost (the process's first cuBLAS call
-  /// makes its handle) than the path's speed: the candidate gets a second warm-up call. Only a
-  /// candidate's first variant: its others share what the first set up.
+  /// makes its handle) than the path's speed: the candidate gets a second warm-up call.
   static constexpr double warmup_retry_factor = 8.0;
+  /// A later cuBLASLt variant is another kernel, whose first launch loads its module (CUDA's
+  /// lazy loading: milliseconds): every warm-up that would drop it gets a second one.
+  static constexpr double variant_retry_factor = warmup_drop_factor;
   /// A candidate whose timed calls so far are all this much slower than the best gets no more.
   static constexpr double first_call_drop_factor = 1.25;
   /// vendor_lt in strict or tf32: cuBLASLt's first ranked algorithms timed, each a candidate.
@@ -120,18 +122,17 @@ struct Timing {
 
 /// Times one candidate against the best time so far (infinity for the first), by
 /// MeasureRule: `call(i)` runs the i-th call and returns its milliseconds. A warm-up call (two
-/// where the first is far behind the best and `may_retry`), then timed calls until they take
-/// MeasureRule::enough_ms, at most MeasureRule::timed_calls, fewer once they show it cannot
-/// win; none where the warm-up shows it. A dropped candidate's time is the call that dropped
+/// where the first is over `retry_factor` times the best plus the slack), then timed calls until
+/// they take MeasureRule::enough_ms, at most MeasureRule::timed_calls, fewer once they show it
+/// cannot win; none where the warm-up shows it. A dropped candidate's time is the call that dropped
 /// it (behind the best).
 template <class Call>
-Timing time_candidate(Call&& call, double best_ms, bool may_retry = true) {
+Timing time_candidate(Call&& call, double best_ms,
+                      double retry_factor = MeasureRule::warmup_retry_factor) {
   Timing t;
   const auto next = [&] { return call(t.calls++); };
   double warmup = next();
-  if (may_retry &&
-      warmup > MeasureRule::warmup_retry_factor * best_ms + MeasureRule::warmup_drop_slack_ms)
-    warmup = next();
+  if (warmup > retry_factor * best_ms + MeasureRule::warmup_drop_slack_ms) warmup = next();
   if (warmup > MeasureRule::warmup_drop_factor * best_ms + MeasureRule::warmup_drop_slack_ms) {
     t.ms = warmup;
     return t;
@@ -196,7 +197,9 @@ Fastest<Candidate> time_candidates(const std::vector<Choice>& candidates, bool r
   const auto time_variant = [&](std::unique_ptr<Candidate>& candidate, const Choice& c, int v,
                                 double setup_ms, double bound_ms) {
     candidate->select(v);
-    const Timing t = time_candidate([&](int i) { return call(*candidate, c, v, i); }, f.ms, v == 0);
+    const Timing t = time_candidate(
+        [&](int i) { return call(*candidate, c, v, i); }, f.ms,
+        v == 0 ? MeasureRule::warmup_retry_factor : MeasureRule::variant_retry_factor);
     spent_ms += t.calls * t.ms;
     Measurement m{c.algorithm, c.precision, v, t.ms, t.calls, false};
     m.setup_ms = setup_ms;
