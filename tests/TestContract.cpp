@@ -425,6 +425,9 @@ struct Append<List<A...>, T, false> {
 template <class L, class T>
 using AppendOther = typename Append<L, T, !is_default_space<T>>::type;
 using Spaces0 = List<Kokkos::DefaultExecutionSpace>;
+#if defined(FUSED_LINEAR_TESTS_DEFAULT_SPACE_ONLY)
+using Spaces3 = Spaces0;
+#else
 #if defined(KOKKOS_ENABLE_OPENMP)
 using Spaces1 = AppendOther<Spaces0, Kokkos::OpenMP>;
 #else
@@ -439,6 +442,7 @@ using Spaces2 = Spaces1;
 using Spaces3 = AppendOther<Spaces2, Kokkos::Serial>;
 #else
 using Spaces3 = Spaces2;
+#endif
 #endif
 template <class L>
 struct AsTypes;

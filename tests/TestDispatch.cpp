@@ -548,6 +548,7 @@ TEST(Dispatch, AutoRuleBoundaries) {
     Algorithm other_gpu, hopper, without_lt, hip_native;
   };
   const std::int64_t wide_k = 8192, wide_n = Rule::sm90_skinny_wide_n;
+  const std::int64_t wide_w_k = Rule::sm90_skinny_wide_w / wide_n;  // K where N K reaches the bound
   // Small products: K at the work bound for 1024 x 64 outputs; N at the outputs bound for K 128.
   const std::int64_t small_k = Rule::small_work / (1024 * 64);
   const std::int64_t outputs_n = Rule::small_outputs / 1024;
@@ -557,8 +558,8 @@ TEST(Dispatch, AutoRuleBoundaries) {
       Rule::short_k_min_tiles / (1024 / Rule::short_k_tile) * Rule::short_k_tile;
   const Boundary cases[] = {
       // Few rows: the portable skinny kernel up to skinny_rows; on Hopper the sm_90a one up to
-      // sm90_skinny_rows rows of any layer, and up to sm90_skinny_wide_rows where W is wide (N
-      // at least sm90_skinny_wide_n), at any K.
+      // sm90_skinny_rows rows of any layer, and up to sm90_skinny_wide_rows where W is large (N
+      // at least sm90_skinny_wide_n, N K at least sm90_skinny_wide_w).
       {{Rule::skinny_rows, few_k, few_k},
        A::FusedSkinny,
        A::SkinnySm90,
@@ -580,11 +581,20 @@ TEST(Dispatch, AutoRuleBoundaries) {
        A::VendorLt,
        A::Vendor,
        A::Fused},
-      {{Rule::sm90_skinny_wide_rows, 2 * wide_k, wide_n},
-       A::VendorLt,
+      {{Rule::sm90_skinny_wide_rows, wide_w_k, wide_n},
+       A::FusedSkinny,
        A::SkinnySm90,
-       A::Vendor,
-       A::Fused},
+       A::FusedSkinny,
+       A::FusedSkinny},
+      {{Rule::sm90_skinny_wide_rows, wide_w_k - 4, wide_n},
+       A::FusedSkinny,
+       A::FusedSkinny,
+       A::FusedSkinny,
+       A::FusedSkinny},
+      // Shapes of the held-out study either side of the W bound: 25 x 1432 x 2837 (N K 4.06e6)
+      // was 32% behind under fused_skinny; 24 x 768 x 3072 (N K 2.36e6) is fastest there.
+      {{25, 1432, 2837}, A::FusedSkinny, A::SkinnySm90, A::FusedSkinny, A::FusedSkinny},
+      {{24, 768, 3072}, A::FusedSkinny, A::FusedSkinny, A::FusedSkinny, A::FusedSkinny},
       {{Rule::sm90_skinny_rows, 4 * wide_k, 4096},
        A::FusedSkinny,
        A::SkinnySm90,
@@ -630,6 +640,8 @@ TEST(Dispatch, AutoRuleBoundaries) {
   static_assert(
       Rule::sm90_skinny_rows == Rule::skinny_rows &&
           Rule::skinny_rows < Rule::sm90_skinny_wide_rows &&
+          wide_w_k * wide_n == Rule::sm90_skinny_wide_w && wide_w_k < wide_k &&
+          Rule::sm90_skinny_wide_rows * wide_w_k * wide_n <= Rule::small_work &&
           std::int64_t(1024) * small_k * 64 == Rule::small_work &&
           1024 * outputs_n == Rule::small_outputs && 64 * 128 == Rule::few_outputs &&
           64 * few_outputs_k * 128 == Rule::few_outputs_work &&

@@ -6,12 +6,17 @@
 
 namespace FusedLinearTest {
 
-#if (defined(KOKKOS_ENABLE_CUDA) + defined(KOKKOS_ENABLE_HIP) + defined(KOKKOS_ENABLE_SYCL) + \
+#if !defined(FUSED_LINEAR_TESTS_DEFAULT_SPACE_ONLY) &&                                        \
+    (defined(KOKKOS_ENABLE_CUDA) + defined(KOKKOS_ENABLE_HIP) + defined(KOKKOS_ENABLE_SYCL) + \
      defined(KOKKOS_ENABLE_OPENMPTARGET) + defined(KOKKOS_ENABLE_OPENMP) +                    \
      defined(KOKKOS_ENABLE_THREADS) + defined(KOKKOS_ENABLE_HPX) +                            \
      defined(KOKKOS_ENABLE_SERIAL)) > 1
 INSTANTIATE_TYPED_TEST_SUITE_P(OtherSpace, Layer, AsGTestTypes<NonDefaultConfigs>::type,
                                ConfigName);
+#elif defined(FUSED_LINEAR_TESTS_DEFAULT_SPACE_ONLY)
+TEST(Layer, OtherExecutionSpaces) {
+  GTEST_SKIP() << "built with FusedLinear_TESTS_DEFAULT_SPACE_ONLY: the default space only";
+}
 #else
 TEST(Layer, OtherExecutionSpaces) {
   GTEST_SKIP() << "this build enables one execution space only ("

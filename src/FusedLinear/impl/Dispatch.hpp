@@ -84,11 +84,12 @@ struct Decision : RunInfo {
 /// held-out study that validates it and the commands that re-derive it are in
 /// docs/design/dispatch.md ("The GPU rule", "The host rule").
 struct AutoRule {
-  /// Hopper: up to 16 rows (32 where W is wide: enough 128-column blocks to fill the GPU
-  /// without splitting K) the sm_90a few-rows kernel streams W through the bulk-copy engine,
-  /// ahead of every other path at any size it takes.
+  /// Hopper: up to 16 rows the sm_90a few-rows kernel streams W through the bulk-copy engine,
+  /// ahead of every other path at any size it takes; up to 32 rows where W is large (at least
+  /// 1536 rows of N and 3 * 2^20 elements): reading W once then outweighs the extra rows' math.
   static constexpr std::int64_t sm90_skinny_rows = 16;
-  static constexpr std::int64_t sm90_skinny_wide_rows = 32, sm90_skinny_wide_n = 8192;
+  static constexpr std::int64_t sm90_skinny_wide_rows = 32, sm90_skinny_wide_n = 1536;
+  static constexpr std::int64_t sm90_skinny_wide_w = std::int64_t(3) << 20;  // N K
   /// ... except on a small W of short rows, where its bulk-copy pipeline never fills and the
   /// portable skinny kernel's one short launch wins.
   static constexpr std::int64_t sm90_skinny_min_k = 512, sm90_skinny_min_n = 1024;
@@ -162,7 +163,8 @@ inline Algorithm strict_auto(const Shape& s, const Facts& f) {
   const bool small_w = s.K <= AutoRule::sm90_skinny_min_k && s.N <= AutoRule::sm90_skinny_min_n;
   if (f.sm90_skinny == nullptr && !small_w &&
       (s.M <= AutoRule::sm90_skinny_rows ||
-       (s.M <= AutoRule::sm90_skinny_wide_rows && s.N >= AutoRule::sm90_skinny_wide_n)))
+       (s.M <= AutoRule::sm90_skinny_wide_rows && s.N >= AutoRule::sm90_skinny_wide_n &&
+        s.N * s.K >= AutoRule::sm90_skinny_wide_w)))
     return Algorithm::SkinnySm90;
   if (s.M == 1 && !f.skinny_packed && f.cublaslt && s.N >= AutoRule::unpacked_gemv_n &&
       s.N * s.K >= AutoRule::unpacked_gemv_w)

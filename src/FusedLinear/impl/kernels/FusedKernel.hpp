@@ -45,9 +45,11 @@ struct FusedTiles {
 
 /// The fused Linear -> scale -> LeakyReLU kernel: Y = ep(X . W^T, b), one tile of Y per team.
 ///
-/// Vectorized = true requires (checked by the caller): X, W and Y contiguous along their last
-/// index, their row strides and K, N multiples of the pack width, and 16-byte aligned data.
-/// Otherwise every access goes through the View with bounds checks (any layout, any shape).
+/// Vectorized = true requires (checked by the caller): X and W contiguous along their last
+/// index, their row strides and K multiples of the pack width, and 16-byte aligned data; Y is
+/// then stored in packs where it is likewise (packed_y), else element by element, so an N that
+/// is no multiple of 4 does not turn the product's loads element-wise too. Otherwise every
+/// access goes through the View with bounds checks (any layout, any shape).
 template <class ExecSpace, class XView, class WView, class BView, class YView, bool Vectorized>
 struct FusedLinearKernel {
   using Scalar = typename YView::non_const_value_type;
@@ -85,6 +87,7 @@ struct FusedLinearKernel {
   LeakyReLUEpilogue<Scalar> ep;
   std::int64_t M, N, K;
   int tiles_m;
+  bool packed_y;
 
   static constexpr std::size_t scratch_bytes = 2 * stage_size * sizeof(Scalar);
 
@@ -257,7 +260,7 @@ struct FusedLinearKernel {
       FUSED_LINEAR_UNROLL
       for (int g = 0; g < TN / V; ++g) {
         const std::int64_t n = n0 + col_in_tile(g * V, tx);
-        if (Vectorized) {
+        if (Vectorized && packed_y) {
           if (n < N) {
             Pack out;
             FUSED_LINEAR_UNROLL
@@ -279,19 +282,21 @@ template <class ExecSpace, class XView, class WView, class BView, class YView, c
 void run_fused_portable(const ExecSpace& exec, const XView& X, const WView& W, const BView& b,
                         const YView& Y, const LeakyReLUEpilogue<Scalar>& ep) {
   const std::int64_t M = Y.extent(0), N = Y.extent(1), K = X.extent(1);
-  const bool vectorized = rows_are_packable(X) && rows_are_packable(W) && rows_are_packable(Y);
+  const bool vectorized = rows_are_packable(X) && rows_are_packable(W);
+  const bool packed_y = rows_are_packable(Y);
   auto launch = [&](auto kernel) {
     using Kernel = decltype(kernel);
     kernel.tiles_m = static_cast<int>((M + Kernel::BM - 1) / Kernel::BM);
+    kernel.packed_y = packed_y;
     Kokkos::parallel_for(vectorized ? "FusedLinear::fused[vectorized]" : "FusedLinear::fused",
                          Kernel::policy(exec, M, N), kernel);
   };
   if (vectorized) {
-    launch(
-        FusedLinearKernel<ExecSpace, XView, WView, BView, YView, true>{X, W, b, Y, ep, M, N, K, 0});
+    launch(FusedLinearKernel<ExecSpace, XView, WView, BView, YView, true>{X, W, b, Y, ep, M, N, K,
+                                                                          0, false});
   } else {
     launch(FusedLinearKernel<ExecSpace, XView, WView, BView, YView, false>{X, W, b, Y, ep, M, N, K,
-                                                                           0});
+                                                                           0, false});
   }
 }
 
