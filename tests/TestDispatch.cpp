@@ -15,6 +15,7 @@
 #include <utility>
 #include <vector>
 
+#include "FusedLinear/impl/cuda/Sm90Splits.hpp"
 #include "support/Common.hpp"
 #include "support/Serves.hpp"
 
@@ -549,6 +550,10 @@ TEST(Dispatch, AutoRuleBoundaries) {
   };
   const std::int64_t wide_k = 8192, wide_n = Rule::sm90_skinny_wide_n;
   const std::int64_t wide_w_k = Rule::sm90_skinny_wide_w / wide_n;  // K where N K reaches the bound
+  // The sm_90a kernel's small W (N at the N K bound for the longest short K) and few tiles (the
+  // most 128-column tiles whose 8 CTAs each stay under a quarter of 132 multiprocessors).
+  const std::int64_t small_w_n = Rule::sm90_skinny_min_w / Rule::sm90_skinny_min_k;
+  const std::int64_t few_tiles_n = (132 / 4 - 1) / 8 * Rule::sm90_skinny_tile;
   // Small products: K at the work bound for 1024 x 64 outputs; N at the outputs bound for K 128.
   const std::int64_t small_k = Rule::small_work / (1024 * 64);
   const std::int64_t outputs_n = Rule::small_outputs / 1024;
@@ -600,24 +605,45 @@ TEST(Dispatch, AutoRuleBoundaries) {
        A::SkinnySm90,
        A::FusedSkinny,
        A::FusedSkinny},
-      // ... but not on a small W of short rows (K at most sm90_skinny_min_k, N at most
-      // sm90_skinny_min_n).
+      // ... but not on a small W of short rows (K at most sm90_skinny_min_k, N K at most
+      // sm90_skinny_min_w): 10 x 68 x 3634 of the held-out study, fused_skinny 11% ahead.
       {{Rule::skinny_rows, 64, 64}, A::FusedSkinny, A::FusedSkinny, A::FusedSkinny, A::FusedSkinny},
-      {{Rule::skinny_rows, Rule::sm90_skinny_min_k, Rule::sm90_skinny_min_n},
+      {{Rule::skinny_rows, Rule::sm90_skinny_min_k, small_w_n},
        A::FusedSkinny,
        A::FusedSkinny,
        A::FusedSkinny,
        A::FusedSkinny},
-      {{Rule::skinny_rows, Rule::sm90_skinny_min_k + 4, Rule::sm90_skinny_min_n},
+      {{Rule::skinny_rows, Rule::sm90_skinny_min_k + 4, small_w_n - 16},
        A::FusedSkinny,
        A::SkinnySm90,
        A::FusedSkinny,
        A::FusedSkinny},
-      {{Rule::skinny_rows, Rule::sm90_skinny_min_k, Rule::sm90_skinny_min_n + 1},
+      {{Rule::skinny_rows, Rule::sm90_skinny_min_k, small_w_n + 1},
        A::FusedSkinny,
        A::SkinnySm90,
        A::FusedSkinny,
        A::FusedSkinny},
+      {{10, 68, 3634}, A::FusedSkinny, A::FusedSkinny, A::FusedSkinny, A::FusedSkinny},
+      // ... nor on few tiles along a long K (CTAs, 8 per tile, under a quarter of the 132
+      // multiprocessors; K past sm90_skinny_long_k): 13 x 12620 x 62, fused_skinny 1.7x ahead;
+      // at 5 x 3148 x 96 skinny_sm90 is (0.016 ms against 0.025).
+      {{Rule::skinny_rows, Rule::sm90_skinny_long_k + 4, few_tiles_n},
+       A::FusedSkinny,
+       A::FusedSkinny,
+       A::FusedSkinny,
+       A::FusedSkinny},
+      {{Rule::skinny_rows, Rule::sm90_skinny_long_k, few_tiles_n},
+       A::FusedSkinny,
+       A::SkinnySm90,
+       A::FusedSkinny,
+       A::FusedSkinny},
+      {{Rule::skinny_rows, Rule::sm90_skinny_long_k + 4, few_tiles_n + 1},
+       A::FusedSkinny,
+       A::SkinnySm90,
+       A::FusedSkinny,
+       A::FusedSkinny},
+      {{13, 12620, 62}, A::FusedSkinny, A::FusedSkinny, A::FusedSkinny, A::FusedSkinny},
+      {{5, 3148, 96}, A::FusedSkinny, A::SkinnySm90, A::FusedSkinny, A::FusedSkinny},
       // Small products with few outputs: up to small_work multiply-adds and small_outputs.
       {{1024, small_k, 64}, A::FusedSkinny, A::FusedSkinny, A::FusedSkinny, A::FusedSkinny},
       {{1024, small_k + 1, 64}, A::VendorLt, A::VendorLt, A::Vendor, A::Fused},
@@ -650,7 +676,9 @@ TEST(Dispatch, AutoRuleBoundaries) {
           small_k > Rule::short_k &&
           std::int64_t(1024) * Rule::short_k * (tiles_n - Rule::short_k_tile) > Rule::small_work &&
           Rule::short_k_min_tiles % (1024 / Rule::short_k_tile) == 0 &&
-          Rule::sm90_skinny_min_k < few_k && 64 <= Rule::sm90_skinny_min_n,
+          Rule::sm90_skinny_min_k < few_k &&
+          small_w_n * Rule::sm90_skinny_min_k == Rule::sm90_skinny_min_w && few_tiles_n == 512 &&
+          Rule::sm90_skinny_long_k < few_k,
       "the boundaries above are probed in this order");
   for (const Boundary& b : cases) {
     const std::string s = std::to_string(b.shape.M) + "x" + std::to_string(b.shape.K) + "x" +
@@ -740,6 +768,31 @@ TEST(Dispatch, EmptyShapes) {
   EXPECT_EQ(vendor_flags_set, 0) << "decisions with gemm none but vendor_blas or bias_in_gemm "
                                     "set, first: "
                                  << first_flagged;
+}
+
+// The few-rows Hopper kernel's K split, on an H200's cluster capacities (cudaOccupancy-
+// MaxActiveClusters for 1..8 CTAs): the split whose waves of co-resident clusters leave each CTA
+// the least K. 32 tiles of 128 columns do not fit as 32 clusters of 4 (30 do): 3 CTAs per tile
+// then beat 4 (measured: 16x8192x4096 0.057 ms against 0.081) and 2.
+TEST(Sm90Splits, FillWavesOfCoResidentClusters) {
+  const int h200[Impl::Sm90::max_splits] = {132, 66, 39, 30, 22, 17, 15, 15};
+  const int unknown[Impl::Sm90::max_splits] = {};
+  const auto splits = [&](std::int64_t tiles, std::int64_t K,
+                          const int(&clusters)[Impl::Sm90::max_splits]) {
+    return Impl::Sm90::choose_splits(tiles, (K + 31) / 32, 132, clusters);
+  };
+  EXPECT_EQ(splits(32, 8192, h200), 3);    // N = 4096
+  EXPECT_EQ(splits(24, 8192, h200), 4);    // N = 3072: 24 clusters of 4 fit; 8 ties, loses
+  EXPECT_EQ(splits(48, 8192, h200), 2);    // N = 6144: 96 CTAs in one wave
+  EXPECT_EQ(splits(64, 8192, h200), 2);    // N = 8192
+  EXPECT_EQ(splits(16, 8192, h200), 6);    // N = 2048: 16 clusters of 6 fit, of 7 or 8 do not
+  EXPECT_EQ(splits(8, 65536, h200), 8);    // N = 1024, long K: the most a cluster takes
+  EXPECT_EQ(splits(23, 1432, h200), 4);    // 45 k-blocks: 5 would need two waves of 22
+  EXPECT_EQ(splits(1000, 8192, h200), 1);  // tiles enough for every multiprocessor
+  EXPECT_EQ(splits(32, 200, h200), 1);     // 7 k-blocks: no range under 8
+  EXPECT_EQ(splits(32, 512, h200), 2);     // 16 k-blocks: ranges of 8 at most 2 ways
+  // Unknown capacities count multiprocessors / S: 33 clusters of 4 for 32 tiles.
+  EXPECT_EQ(splits(32, 8192, unknown), 4);
 }
 
 TEST(Dispatch, NamesRoundTrip) {

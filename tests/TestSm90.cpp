@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
 // The sm_90a kernels' own limits (Sm90::tf32x3_refusal, Sm90::skinny_refusal), at their
 // boundaries, without a GPU: they are host functions of plain data (Sm90.hpp) that do not
-// dereference the problem's pointers, so fake non-null pointers stand in for the Views.
+// dereference the problem's pointers, so fake non-null pointers stand in for the Views. And, on
+// a Hopper GPU, the cluster counts a few-rows plan reads from the occupancy calculator.
 #include <cstdint>
 #include <string>
 
@@ -98,6 +99,24 @@ TEST(Sm90Limits, ComputeCapabilityAndRows) {
   EXPECT_GT(Sm90::tf32x3_workspace_bytes(problem(64, 64, 64)), 0u);
   EXPECT_GE(Sm90::tf32x3_workspace_bytes(problem(128, 64, 1024)),
             Sm90::tf32x3_workspace_bytes(problem(64, 64, 64)));
+}
+
+// choose_splits counts waves of these: every count known (a failed query would leave 0 and the
+// split would assume multiprocessors / S clusters fit), at most multiprocessors / S.
+TEST(Sm90Limits, ClusterCountsOfThisGpu) {
+  int device = 0;
+  cudaDeviceProp prop;
+  if (cudaGetDevice(&device) != cudaSuccess ||
+      cudaGetDeviceProperties(&prop, device) != cudaSuccess || prop.major != 9 || prop.minor != 0)
+    GTEST_SKIP() << "needs a compute capability 9.0 GPU";
+  Sm90::Device d{prop.major, prop.minor, prop.multiProcessorCount};
+  Sm90::skinny_count_clusters(d);
+  EXPECT_EQ(d.skinny_clusters[0], d.multiprocessors);
+  for (int S = 1; S <= Sm90::max_splits; ++S) {
+    EXPECT_GE(d.skinny_clusters[S - 1], 1) << S << " CTAs";
+    EXPECT_LE(d.skinny_clusters[S - 1] * S, d.multiprocessors) << S << " CTAs";
+  }
+  EXPECT_EQ(cudaGetLastError(), cudaSuccess);
 }
 #else
 TEST(Sm90Limits, NotInThisBuild) {

@@ -13,6 +13,7 @@
 #include <string>
 
 #include "FusedLinear/Types.hpp"
+#include "FusedLinear/impl/cuda/Sm90Splits.hpp"
 
 namespace FusedLinear {
 namespace Impl {
@@ -91,8 +92,12 @@ struct AutoRule {
   static constexpr std::int64_t sm90_skinny_wide_rows = 32, sm90_skinny_wide_n = 1536;
   static constexpr std::int64_t sm90_skinny_wide_w = std::int64_t(3) << 20;  // N K
   /// ... except on a small W of short rows, where its bulk-copy pipeline never fills and the
-  /// portable skinny kernel's one short launch wins.
-  static constexpr std::int64_t sm90_skinny_min_k = 512, sm90_skinny_min_n = 1024;
+  /// portable skinny kernel's one short launch wins; and on few 128-column tiles along a long
+  /// K: a tile's K splits over at most a cluster of CTAs, so where they are under a quarter of
+  /// the multiprocessors each streams a long range alone, while the portable kernel splits K
+  /// over the whole GPU.
+  static constexpr std::int64_t sm90_skinny_min_k = 512, sm90_skinny_min_w = 1 << 21;  // N K
+  static constexpr std::int64_t sm90_skinny_tile = 128, sm90_skinny_long_k = 6144;
   /// GPUs: few rows stream W; the portable skinny kernel is ahead of cuBLAS there, except on one
   /// row whose W it must read element by element (rows not in 16-byte packs) once W is large:
   /// cuBLASLt's matrix-vector kernel is then the faster.
@@ -160,8 +165,13 @@ inline Algorithm strict_auto(const Shape& s, const Facts& f) {
       return Algorithm::Vendor;
     return Algorithm::Fused;
   }
-  const bool small_w = s.K <= AutoRule::sm90_skinny_min_k && s.N <= AutoRule::sm90_skinny_min_n;
-  if (f.sm90_skinny == nullptr && !small_w &&
+  const bool small_w =
+      s.K <= AutoRule::sm90_skinny_min_k && s.N * s.K <= AutoRule::sm90_skinny_min_w;
+  const std::int64_t sm90_ctas =
+      (s.N + AutoRule::sm90_skinny_tile - 1) / AutoRule::sm90_skinny_tile * Sm90::max_splits;
+  const bool few_tiles_long_k =
+      4 * sm90_ctas < f.multiprocessors && s.K > AutoRule::sm90_skinny_long_k;
+  if (f.sm90_skinny == nullptr && !small_w && !few_tiles_long_k &&
       (s.M <= AutoRule::sm90_skinny_rows ||
        (s.M <= AutoRule::sm90_skinny_wide_rows && s.N >= AutoRule::sm90_skinny_wide_n &&
         s.N * s.K >= AutoRule::sm90_skinny_wide_w)))

@@ -13,6 +13,8 @@
 
 #include <cuda_runtime.h>
 
+#include "FusedLinear/impl/cuda/Sm90Splits.hpp"
+
 namespace FusedLinear {
 namespace Impl {
 namespace Sm90 {
@@ -34,6 +36,9 @@ struct Problem {
 /// What the plan knows of the device (read once, when the plan is made).
 struct Device {
   int cc_major = 0, cc_minor = 0, multiprocessors = 0;
+  /// Clusters of S CTAs of the few-rows kernel that fit at once, at [S - 1] (0: not known);
+  /// set by skinny_count_clusters.
+  int skinny_clusters[max_splits] = {};
 };
 
 /// Largest M, N or K the kernels take: their index arithmetic stays in 64 bits, but TMA
@@ -57,8 +62,10 @@ cudaError_t tf32x3_linear_leaky_relu(cudaStream_t stream, const Device& d, const
 /// The few-rows kernel (strict fp32, W streamed through the bulk-copy engine): why it cannot
 /// take `p` on `d`, or nullptr; its workspace; its launch. `splits` > 0 forces the number of
 /// CTAs that share each tile's K (at most 8, at most K/32; Options::tuning, for tests); 0
-/// chooses by the shape and d.multiprocessors.
+/// chooses by the shape and the device (choose_splits).
 const char* skinny_refusal(const Device& d, const Problem& p);
+/// Fills d.skinny_clusters from the occupancy calculator (left 0 where it fails); once per plan.
+void skinny_count_clusters(Device& d);
 std::size_t skinny_workspace_bytes(const Device& d, const Problem& p);
 cudaError_t skinny_linear_leaky_relu(cudaStream_t stream, const Device& d, const Problem& p,
                                      void* workspace, std::size_t workspace_bytes, int splits = 0);

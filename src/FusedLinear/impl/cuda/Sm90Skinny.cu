@@ -40,7 +40,6 @@ constexpr int CONSUMERS = 32 * CONSUMER_WARPS;
 constexpr int THREADS = CONSUMERS + 32;  // + the producer warp
 constexpr int W_STAGE = BN * BK * 4;     // 16 KB
 constexpr int RING_BUDGET = 196 * 1024;  // one CTA per SM: the ring is the bytes in flight
-constexpr int MAX_SPLITS = 8;            // portable cluster size
 
 template <int MT>
 struct Config {
@@ -217,23 +216,21 @@ inline int rows_per_cta(int64_t M) {
   return M <= 1 ? 1 : M <= 2 ? 2 : M <= 4 ? 4 : M <= 8 ? 8 : M <= 16 ? 16 : M <= 32 ? 32 : 64;
 }
 
-// CTAs per tile (cluster size, a power of two up to 8): the one that fills the last wave of
-// one CTA per multiprocessor best, without ranges shorter than 8 k-blocks (256 k), whose fixed
-// costs (pipeline fill, the cross-CTA sum) would dominate. Ties go to fewer CTAs.
-inline int choose_splits(int64_t tiles, int64_t nkb, int multiprocessors) {
-  const int64_t slots = multiprocessors > 0 ? multiprocessors : 1;
-  int best = 1;
-  double best_eff = 0;
-  for (int S = 1; S <= MAX_SPLITS; S *= 2) {
-    if (S > 1 && nkb < 8 * S) break;
-    const int64_t ctas = tiles * S, waves = (ctas + slots - 1) / slots;
-    const double eff = (double)ctas / (double)(waves * slots);
-    if (eff > best_eff + 0.02) {
-      best = S;
-      best_eff = eff;
-    }
-  }
-  return best;
+// A launch of clusters of S CTAs along x; `cluster` holds the attribute the result points to.
+inline cudaLaunchConfig_t cluster_config(dim3 grid, int S, int smem_bytes, cudaStream_t stream,
+                                         cudaLaunchAttribute* cluster) {
+  cudaLaunchConfig_t cfg = {};
+  cfg.gridDim = grid;
+  cfg.blockDim = dim3(THREADS);
+  cfg.dynamicSmemBytes = (size_t)smem_bytes;
+  cfg.stream = stream;
+  cluster->id = cudaLaunchAttributeClusterDimension;
+  cluster->val.clusterDim.x = (unsigned)S;
+  cluster->val.clusterDim.y = 1;
+  cluster->val.clusterDim.z = 1;
+  cfg.attrs = cluster;
+  cfg.numAttrs = 1;
+  return cfg;
 }
 
 template <int MT>
@@ -241,8 +238,8 @@ cudaError_t launch(cudaStream_t stream, const Device& d, const Problem& p, int s
   using C = Config<MT>;
   const int64_t nkb = (p.K + BK - 1) / BK;
   const int64_t tiles = (p.N + BN - 1) / BN * ((p.M + MT - 1) / MT);
-  if (splits <= 0) splits = choose_splits(tiles, nkb, d.multiprocessors);
-  if (splits > MAX_SPLITS) splits = MAX_SPLITS;
+  if (splits <= 0) splits = choose_splits(tiles, nkb, d.multiprocessors, d.skinny_clusters);
+  if (splits > max_splits) splits = max_splits;
   if (splits > nkb) splits = (int)nkb;
   CUtensorMap mW, mX;
   if (!make_map_2d(&mW, p.W, (uint64_t)p.K, (uint64_t)p.N, (uint64_t)p.ldw, BK, BN,
@@ -253,18 +250,10 @@ cudaError_t launch(cudaStream_t stream, const Device& d, const Problem& p, int s
   cudaError_t e = cudaFuncSetAttribute(skinny_kernel<MT>,
                                        cudaFuncAttributeMaxDynamicSharedMemorySize, C::SMEM_BYTES);
   if (e != cudaSuccess) return e;
-  cudaLaunchConfig_t cfg = {};
-  cfg.gridDim = dim3((unsigned)(((p.N + BN - 1) / BN) * splits), (unsigned)((p.M + MT - 1) / MT));
-  cfg.blockDim = dim3(THREADS);
-  cfg.dynamicSmemBytes = C::SMEM_BYTES;
-  cfg.stream = stream;
-  cudaLaunchAttribute attr[1];
-  attr[0].id = cudaLaunchAttributeClusterDimension;
-  attr[0].val.clusterDim.x = (unsigned)splits;
-  attr[0].val.clusterDim.y = 1;
-  attr[0].val.clusterDim.z = 1;
-  cfg.attrs = attr;
-  cfg.numAttrs = 1;
+  cudaLaunchAttribute cluster;
+  const cudaLaunchConfig_t cfg = cluster_config(
+      dim3((unsigned)(((p.N + BN - 1) / BN) * splits), (unsigned)((p.M + MT - 1) / MT)), splits,
+      C::SMEM_BYTES, stream, &cluster);
   // The launch's own error (cudaGetLastError would add an earlier call's, left on the thread).
   return cudaLaunchKernelEx(&cfg, skinny_kernel<MT>, mW, mX, (int)p.M, (int)p.N, (int)p.K, splits,
                             p.bias, p.multiplier, p.slope, p.Y, p.ldy);
@@ -286,6 +275,28 @@ const char* skinny_refusal(const Device& d, const Problem& p) {
   if (!common::tma_rows_ok(p.W, p.ldw) || !common::tma_rows_ok(p.X, p.ldx))
     return "needs X's and W's rows 16-byte aligned (row strides a multiple of 4 floats)";
   return nullptr;
+}
+
+void skinny_count_clusters(Device& d) {
+  using namespace skinny_detail;
+  // Every configuration is one CTA per multiprocessor with about the same shared memory, so the
+  // counts of one are those of all (docs/design/sm90-kernels.md, "The K split").
+  using C = Config<16>;
+  if (cudaFuncSetAttribute(skinny_kernel<16>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                           C::SMEM_BYTES) != cudaSuccess) {
+    (void)cudaGetLastError();  // not sticky: leave no error for the caller's next check
+    return;
+  }
+  for (int S = 1; S <= max_splits; ++S) {
+    cudaLaunchAttribute cluster;
+    const cudaLaunchConfig_t cfg = cluster_config(dim3((unsigned)S), S, C::SMEM_BYTES, 0, &cluster);
+    int clusters = 0;
+    if (cudaOccupancyMaxActiveClusters(&clusters, skinny_kernel<16>, &cfg) != cudaSuccess) {
+      (void)cudaGetLastError();
+      clusters = 0;
+    }
+    d.skinny_clusters[S - 1] = clusters;
+  }
 }
 
 std::size_t skinny_workspace_bytes(const Device&, const Problem&) { return 0; }

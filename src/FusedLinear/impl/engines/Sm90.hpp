@@ -76,6 +76,7 @@ class Sm90Engine<ExecSpace, XView, WView, BView, YView, true> : public EngineBas
         m_device(sm90_device(s.exec)),
         m_choice(s.options.tuning.sm90_tf32x3_kernel),
         m_splits(s.options.tuning.skinny_splits) {
+    if (!tf32x3()) Sm90::skinny_count_clusters(m_device);
     m_bytes = needs(sm90_problem(s.X, s.W, s.b, s.Y, m_ep));
     m_workspace = Workspace<Memory>(Workspace<Memory>::piece(m_bytes), s.function, m_algorithm);
   }
