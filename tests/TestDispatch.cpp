@@ -558,6 +558,7 @@ TEST(Dispatch, AutoRuleBoundaries) {
   const std::int64_t small_k = Rule::small_work / (1024 * 64);
   const std::int64_t outputs_n = Rule::small_outputs / 1024;
   const std::int64_t few_outputs_k = Rule::few_outputs_work / (64 * 128);
+  const std::int64_t short_k_n = Rule::small_work_many_outputs / 1024;
   // Short K: N giving 1024 rows short_k_min_tiles tiles.
   const std::int64_t tiles_n =
       Rule::short_k_min_tiles / (1024 / Rule::short_k_tile) * Rule::short_k_tile;
@@ -649,6 +650,22 @@ TEST(Dispatch, AutoRuleBoundaries) {
       {{1024, small_k + 1, 64}, A::VendorLt, A::VendorLt, A::Vendor, A::Fused},
       {{1024, 128, outputs_n}, A::FusedSkinny, A::FusedSkinny, A::FusedSkinny, A::FusedSkinny},
       {{1024, 128, outputs_n + 1}, A::Fused, A::Fused, A::Fused, A::Fused},
+      // ... except the fused kernel at K up to small_work_short_k on at least
+      // small_work_many_outputs outputs: 15651 x 16 x 55 of the held-out study, fused_skinny
+      // 2.7x behind; 192 x 18 x 285 (fewer outputs) stays, 1.4x ahead.
+      {{1024, Rule::small_work_short_k, short_k_n}, A::Fused, A::Fused, A::Fused, A::Fused},
+      {{1024, Rule::small_work_short_k + 1, short_k_n},
+       A::FusedSkinny,
+       A::FusedSkinny,
+       A::FusedSkinny,
+       A::FusedSkinny},
+      {{1024, Rule::small_work_short_k, short_k_n - 1},
+       A::FusedSkinny,
+       A::FusedSkinny,
+       A::FusedSkinny,
+       A::FusedSkinny},
+      {{15651, 16, 55}, A::Fused, A::Fused, A::Fused, A::Fused},
+      {{192, 18, 285}, A::FusedSkinny, A::FusedSkinny, A::FusedSkinny, A::FusedSkinny},
       // ... and up to few_outputs_work where the outputs are at most few_outputs.
       {{64, few_outputs_k, 128}, A::FusedSkinny, A::FusedSkinny, A::FusedSkinny, A::FusedSkinny},
       {{64, few_outputs_k + 1, 128}, A::VendorLt, A::VendorLt, A::Vendor, A::Fused},
@@ -673,7 +690,8 @@ TEST(Dispatch, AutoRuleBoundaries) {
           64 * few_outputs_k * 128 == Rule::few_outputs_work &&
           std::int64_t(64) * (few_outputs_k / 2) * 129 > Rule::small_work &&
           std::int64_t(1024) * 128 * outputs_n <= Rule::small_work && 128 <= Rule::short_k &&
-          small_k > Rule::short_k &&
+          small_k > Rule::short_k && 1024 * short_k_n == Rule::small_work_many_outputs &&
+          1024 * (Rule::small_work_short_k + 1) * short_k_n <= Rule::small_work &&
           std::int64_t(1024) * Rule::short_k * (tiles_n - Rule::short_k_tile) > Rule::small_work &&
           Rule::short_k_min_tiles % (1024 / Rule::short_k_tile) == 0 &&
           Rule::sm90_skinny_min_k < few_k &&
@@ -694,13 +712,14 @@ TEST(Dispatch, AutoRuleBoundaries) {
 }
 
 // One row whose W fused_skinny must read element by element (rows not in 16-byte packs): cuBLASLt
-// (its matrix-vector kernel) from unpacked_gemv_n outputs and unpacked_gemv_w elements of W.
+// (its matrix-vector kernel) from unpacked_gemv_n outputs, unpacked_gemv_k long rows and
+// unpacked_gemv_w elements of W.
 TEST(Dispatch, OneUnpackedRowBoundaries) {
   Facts unpacked = other_gpu();
   unpacked.skinny_packed = false;
   Facts unpacked_without_lt = cuda_without_lt();
   unpacked_without_lt.skinny_packed = false;
-  const std::int64_t n = Rule::unpacked_gemv_n, k = Rule::unpacked_gemv_w / n;
+  constexpr std::int64_t n = Rule::unpacked_gemv_n, k = Rule::unpacked_gemv_w / n;
   const struct {
     Shape shape;
     Algorithm unpacked;
@@ -709,8 +728,14 @@ TEST(Dispatch, OneUnpackedRowBoundaries) {
       {{1, k - 1, n}, A::FusedSkinny},      // W below unpacked_gemv_w
       {{1, 2 * k, n - 1}, A::FusedSkinny},  // fewer than unpacked_gemv_n outputs
       {{2, k, n}, A::FusedSkinny},          // more than one row
+      {{1, Rule::unpacked_gemv_k, 1024}, A::VendorLt},
+      {{1, Rule::unpacked_gemv_k - 1, 1024}, A::FusedSkinny},  // rows shorter than unpacked_gemv_k
+      {{1, 387, 6642}, A::FusedSkinny},  // seed 33: fused_skinny 0.0132 ms, vendor_lt 0.0171
   };
-  static_assert(Rule::unpacked_gemv_w % Rule::unpacked_gemv_n == 0, "");
+  static_assert(Rule::unpacked_gemv_w % Rule::unpacked_gemv_n == 0 && k >= Rule::unpacked_gemv_k &&
+                    (Rule::unpacked_gemv_k - 1) * 1024 >= Rule::unpacked_gemv_w &&
+                    387 * 6642 >= Rule::unpacked_gemv_w,
+                "");
   for (const auto& c : cases) {
     const std::string s = std::to_string(c.shape.M) + "x" + std::to_string(c.shape.K) + "x" +
                           std::to_string(c.shape.N);

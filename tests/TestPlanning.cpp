@@ -201,10 +201,25 @@ TEST(Planning, TimingRule) {
   };
   const double inf = std::numeric_limits<double>::infinity();
   ASSERT_LT(Rule::timed_calls * 0.1, Rule::enough_ms);
-  // The first candidate, a small layer: every timed call (their sum stays short).
+  // The first candidate, a small layer: every timed call (their sum stays short); its time
+  // is what its calls take, their lower median, not its one lucky call.
   Impl::Timing t = run(calls(0.9, Rule::timed_calls, 0.1, 0.08), inf);
   EXPECT_EQ(t.calls, 1 + Rule::timed_calls);
-  EXPECT_EQ(t.ms, 0.08);
+  EXPECT_EQ(t.ms, 0.1);
+  // Calls spread wide (two launches, say) against steady ones: the steady candidate wins,
+  // though the spread one's fastest call is the fastest of all.
+  std::vector<double> spread = calls(0.1, Rule::timed_calls, 0.12, 0.08);
+  for (std::size_t i = 1; i < spread.size(); i += 4) spread[i] = 0.09;  // 4 of 10 calls fast
+  t = run(spread, 0.1);
+  EXPECT_EQ(t.calls, 1 + Rule::timed_calls);
+  EXPECT_EQ(t.ms, 0.12) << "behind the steady 0.1";
+  t = run({0.1, 0.5, 0.4, 0.3, 0.6}, inf);  // 4 timed calls to enough_ms: the lower middle one
+  EXPECT_GE(0.5 + 0.4 + 0.3 + 0.6, Rule::enough_ms);
+  EXPECT_EQ(t.calls, 5);
+  EXPECT_EQ(t.ms, 0.4);
+  t = run({0.1, 0.5, 0.4, 0.7}, inf);  // 3: the middle one
+  EXPECT_EQ(t.calls, 4);
+  EXPECT_EQ(t.ms, 0.5);
   t = run({3.0, 2.5}, inf);  // a long call is enough alone
   EXPECT_GE(2.5, Rule::enough_ms);
   EXPECT_EQ(t.calls, 2);
@@ -219,8 +234,10 @@ TEST(Planning, TimingRule) {
   t = run({0.2, 0.13, 0.01}, 0.1);  // first timed call over 1.25 x the best: dropped
   EXPECT_EQ(t.calls, 2);
   EXPECT_EQ(t.ms, 0.13);
-  t = run(calls(0.1, Rule::timed_calls, 0.11, 0.09), 0.1);  // close: timed in full, and faster
+  t = run(calls(0.1, Rule::timed_calls, 0.11, 0.09), 0.1);  // close: timed in full
   EXPECT_EQ(t.calls, 1 + Rule::timed_calls);
+  EXPECT_EQ(t.ms, 0.11);
+  t = run(calls(0.1, Rule::timed_calls, 0.09, 0.11), 0.1);  // and faster
   EXPECT_EQ(t.ms, 0.09);
   // A warm-up far behind (a library's one-time set-up) gets a second one before it counts.
   std::vector<double> slow_first = calls(60.0, Rule::timed_calls, 0.1, 0.09);
@@ -228,7 +245,7 @@ TEST(Planning, TimingRule) {
   t = run(slow_first, 0.1);
   EXPECT_GT(60.0, Rule::warmup_retry_factor * 0.1 + Rule::warmup_drop_slack_ms);
   EXPECT_EQ(t.calls, 2 + Rule::timed_calls);
-  EXPECT_EQ(t.ms, 0.09);
+  EXPECT_EQ(t.ms, 0.1);
   EXPECT_NEAR(t.timed_ms, 0.09 + (Rule::timed_calls - 1) * 0.1, 1e-12)
       << "the warm-ups are not timed calls";
   // A warm-up behind by a module's lazy load (5 ms) at a mid-size layer: a first variant's is

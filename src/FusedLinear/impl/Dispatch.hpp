@@ -99,14 +99,20 @@ struct AutoRule {
   static constexpr std::int64_t sm90_skinny_min_k = 512, sm90_skinny_min_w = 1 << 21;  // N K
   static constexpr std::int64_t sm90_skinny_tile = 128, sm90_skinny_long_k = 6144;
   /// GPUs: few rows stream W; the portable skinny kernel is ahead of cuBLAS there, except on one
-  /// row whose W it must read element by element (rows not in 16-byte packs) once W is large:
-  /// cuBLASLt's matrix-vector kernel is then the faster.
+  /// row whose W it must read element by element (rows not in 16-byte packs) once W is large
+  /// and its rows long: cuBLASLt's matrix-vector kernel is then the faster (on short rows the
+  /// skinny kernel's one dot product per output is short and many run at once).
   static constexpr std::int64_t skinny_rows = 16;
   static constexpr std::int64_t unpacked_gemv_n = 256, unpacked_gemv_w = std::int64_t(1) << 19;
+  static constexpr std::int64_t unpacked_gemv_k = 1024;
   /// GPUs: small products with few outputs, where one short launch and no pass over Y win (the
   /// skinny kernel computes each output as one dot product: many outputs make it slow).
   static constexpr std::int64_t small_work = std::int64_t(1) << 27;     // M N K
   static constexpr std::int64_t small_outputs = std::int64_t(1) << 20;  // M N
+  /// ... but not at the shortest K on many outputs: each dot product is then a few steps and
+  /// the skinny kernel's cost per output dominates, while the fused kernel's tiles cost little.
+  static constexpr std::int64_t small_work_short_k = 48;
+  static constexpr std::int64_t small_work_many_outputs = std::int64_t(1) << 17;  // M N
   /// ... and twice that work on at most 2^13 outputs (half of one 128 x 128 tile): cuBLAS then
   /// runs a tile or two along a long K, while the skinny kernel splits K.
   static constexpr std::int64_t few_outputs = std::int64_t(1) << 13;
@@ -177,11 +183,13 @@ inline Algorithm strict_auto(const Shape& s, const Facts& f) {
         s.N * s.K >= AutoRule::sm90_skinny_wide_w)))
     return Algorithm::SkinnySm90;
   if (s.M == 1 && !f.skinny_packed && f.cublaslt && s.N >= AutoRule::unpacked_gemv_n &&
-      s.N * s.K >= AutoRule::unpacked_gemv_w)
+      s.K >= AutoRule::unpacked_gemv_k && s.N * s.K >= AutoRule::unpacked_gemv_w)
     return Algorithm::VendorLt;
   if (s.M <= AutoRule::skinny_rows) return Algorithm::FusedSkinny;
   if (s.M * s.N * s.K <= AutoRule::small_work && s.M * s.N <= AutoRule::small_outputs)
-    return Algorithm::FusedSkinny;
+    return s.K <= AutoRule::small_work_short_k && s.M * s.N >= AutoRule::small_work_many_outputs
+               ? Algorithm::Fused
+               : Algorithm::FusedSkinny;
   if (s.M * s.N * s.K <= AutoRule::few_outputs_work && s.M * s.N <= AutoRule::few_outputs)
     return Algorithm::FusedSkinny;
   const std::int64_t t = AutoRule::short_k_tile;

@@ -30,7 +30,9 @@ struct MeasureRule {
   /// Timed calls after the warm-up call (which loads kernels, fills caches and the cuBLASLt
   /// handle's state): until they add up to `enough_ms` (one call of a large layer varies by well
   /// under 1%), at least one and at most this many (a small layer's single calls vary by
-  /// several per cent); a candidate's time is their minimum, the least disturbed, as FFTW takes it.
+  /// several per cent). A candidate's time is their lower median, the time its calls take, not
+  /// their minimum: a path of two launches varies more, and its luckiest call beat a steadier
+  /// path whose calls were all faster than its typical one.
   static constexpr int timed_calls = 10;
   static constexpr double enough_ms = 1.5;
   /// A candidate whose warm-up call took more than this multiple of the best time so far, plus
@@ -124,8 +126,8 @@ struct Timing {
 /// MeasureRule: `call(i)` runs the i-th call and returns its milliseconds. A warm-up call (two
 /// where the first is over `retry_factor` times the best plus the slack), then timed calls until
 /// they take MeasureRule::enough_ms, at most MeasureRule::timed_calls, fewer once they show it
-/// cannot win; none where the warm-up shows it. A dropped candidate's time is the call that dropped
-/// it (behind the best).
+/// cannot win; none where the warm-up shows it. Its time is the timed calls' lower median; a
+/// dropped candidate's is the call that dropped it (behind the best).
 template <class Call>
 Timing time_candidate(Call&& call, double best_ms,
                       double retry_factor = MeasureRule::warmup_retry_factor) {
@@ -137,13 +139,17 @@ Timing time_candidate(Call&& call, double best_ms,
     t.ms = warmup;
     return t;
   }
-  for (int i = 1; i <= MeasureRule::timed_calls; ++i) {
+  double timed[MeasureRule::timed_calls];
+  int n = 0;
+  while (n < MeasureRule::timed_calls) {
     const double ms = next();
-    t.ms = std::min(t.ms, ms);
+    timed[n++] = ms;
     t.timed_ms += ms;
     if (t.timed_ms >= MeasureRule::enough_ms) break;
-    if (t.ms > MeasureRule::first_call_drop_factor * best_ms) break;
+    if (*std::min_element(timed, timed + n) > MeasureRule::first_call_drop_factor * best_ms) break;
   }
+  std::nth_element(timed, timed + (n - 1) / 2, timed + n);
+  t.ms = timed[(n - 1) / 2];
   return t;
 }
 
