@@ -45,7 +45,7 @@ struct MeasureRule {
   /// A later cuBLASLt variant is another kernel, whose first launch loads its module (CUDA's
   /// lazy loading: milliseconds): every warm-up that would drop it gets a second one.
   static constexpr double variant_retry_factor = warmup_drop_factor;
-  /// A candidate whose timed calls so far are all this much slower than the best gets no more.
+  /// A candidate whose first timed call is this much slower than the best gets no more.
   static constexpr double first_call_drop_factor = 1.25;
   /// vendor_lt in strict or tf32: cuBLASLt's first ranked algorithms timed, each a candidate.
   static constexpr int cublaslt_algorithms = 4;
@@ -146,7 +146,7 @@ Timing time_candidate(Call&& call, double best_ms,
     timed[n++] = ms;
     t.timed_ms += ms;
     if (t.timed_ms >= MeasureRule::enough_ms) break;
-    if (*std::min_element(timed, timed + n) > MeasureRule::first_call_drop_factor * best_ms) break;
+    if (n == 1 && ms > MeasureRule::first_call_drop_factor * best_ms) break;
   }
   std::nth_element(timed, timed + (n - 1) / 2, timed + n);
   t.ms = timed[(n - 1) / 2];

@@ -151,10 +151,8 @@ void epilogue_pass(const char* label, const ExecSpace& exec, const YView& Y, con
       return;
     }
   }
-  Kokkos::parallel_for(
-      label,
-      elementwise_policy<ExecSpace, typename YView::array_layout>(exec, Y.extent(0), Y.extent(1)),
-      EpiloguePass<BView, YView, P>{Y, b, ep});
+  Kokkos::parallel_for(label, elementwise_policy<ExecSpace, Layout>(exec, M, N),
+                       EpiloguePass<BView, YView, P>{Y, b, ep});
 }
 
 }  // namespace Impl
