@@ -1,16 +1,21 @@
 // SPDX-License-Identifier: Apache-2.0
-// auto's rule replayed off the GPU: what Impl::resolve chooses for each shape (MxKxN, as
+// auto's rule replayed without running it: what Impl::resolve chooses for each shape (MxKxN, as
 // arguments or one per line on standard input) under Algorithm::Auto at the strict and 3xtf32
-// floors, for an H200's facts and contiguous, 16-byte aligned row-major Views (what the perf
-// program makes). perf/fit_rule.py --replay reads the output beside the runs' per-path times,
-// so a change to the rule is judged on every stored run before it reaches a GPU:
+// floors, for contiguous, 16-byte aligned row-major float Views (what the perf program makes)
+// and the facts of an H200 or, with --host, of a host (its BLAS optimised for the CPU or not,
+// --threads threads, AVX-512 tiles). perf/fit_rule.py --replay reads the output beside the
+// runs' per-path times, so a change to the rule is judged on every stored run before it
+// reaches the machine; --terms prints the host cost model's terms instead, which
+// perf/fit_host_model.py fits the model's coefficients to:
 //   fused_linear_replay_rule $(python3 perf/random_shapes.py --seed 22 --count 24) > choices.txt
 //   python3 perf/fit_rule.py --shapes perf/results/random-shapes-22.json --replay choices.txt
 //       perf/results/h200-2026-12-02-random22
+//   fused_linear_replay_rule --host generic --threads 2 [--terms] SHAPES...
 #include <cstdint>
 #include <iostream>
 #include <sstream>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "FusedLinear/impl/Dispatch.hpp"
@@ -37,6 +42,32 @@ Impl::Facts h200_facts(const Impl::Shape& s) {
   return f;
 }
 
+// A host backend (OpenMP, Threads, Serial) whose KokkosBlas::gemm calls the host BLAS, of the
+// kind HostBlas.hpp finds (BLIS on an AVX-512 CPU is Generic), on `threads` threads.
+Impl::Facts host_facts(Impl::HostBlas blas, std::int64_t threads) {
+  Impl::Facts f;
+  f.backend = Impl::Backend::Host;
+  f.float_views = true;
+  f.blas = FusedLinear::Gemm::HostBlas;
+  f.host_blas = blas;
+  f.cublaslt = f.cublaslt_bias = false;
+  f.sm90_tf32x3 = f.sm90_skinny = "needs a CUDA build";
+  f.host_threads = threads;
+  return f;
+}
+
+bool parse_host_blas(const std::string& text, Impl::HostBlas& blas) {
+  if (text == "optimized")
+    blas = Impl::HostBlas::Optimized;
+  else if (text == "generic")
+    blas = Impl::HostBlas::Generic;
+  else if (text == "reference")
+    blas = Impl::HostBlas::Reference;
+  else
+    return false;
+  return true;
+}
+
 bool parse(const std::string& text, Impl::Shape& s) {
   std::istringstream in(text);
   char x1 = 0, x2 = 0;
@@ -44,23 +75,61 @@ bool parse(const std::string& text, Impl::Shape& s) {
          s.K > 0 && s.N > 0;
 }
 
+int usage(const std::string& problem) {
+  std::cerr << "fused_linear_replay_rule: " << problem
+            << "\nusage: fused_linear_replay_rule [--host optimized|generic|reference "
+               "[--threads T] [--terms]] [SHAPE...]\n";
+  return 2;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
-  std::vector<std::string> shapes(argv + 1, argv + argc);
+  const std::vector<std::string> args(argv + 1, argv + argc);
+  std::vector<std::string> shapes;
+  bool host = false, terms = false;
+  Impl::HostBlas host_blas = Impl::HostBlas::Optimized;
+  std::int64_t threads = 1;
+  for (std::size_t i = 0; i < args.size(); ++i) {
+    const bool has_value = i + 1 < args.size();
+    if (args[i] == "--host") {
+      if (!has_value || !parse_host_blas(args[++i], host_blas))
+        return usage("--host takes optimized, generic or reference");
+      host = true;
+    } else if (args[i] == "--threads") {
+      std::istringstream in(has_value ? args[++i] : "");
+      if (!(in >> threads) || !in.eof() || threads < 1)
+        return usage("--threads takes a positive count");
+    } else if (args[i] == "--terms") {
+      terms = true;
+    } else {
+      shapes.push_back(args[i]);
+    }
+  }
+  if (terms && !host) return usage("--terms is for --host");
   if (shapes.empty())
     for (std::string line; std::getline(std::cin, line);)
       if (!line.empty()) shapes.push_back(line);
-  std::cout << "# shape floor algorithm precision\n";
+  std::cout << (terms ? "# shape algorithm terms (Impl::HostTerms)\n"
+                      : "# shape floor algorithm precision\n");
   for (const std::string& text : shapes) {
     Impl::Shape s;
-    if (!parse(text, s)) {
-      std::cerr << "fused_linear_replay_rule: '" << text << "' is not a shape MxKxN\n";
-      return 2;
+    if (!parse(text, s)) return usage("'" + text + "' is not a shape MxKxN");
+    const Impl::Facts f = host ? host_facts(host_blas, threads) : h200_facts(s);
+    if (terms) {
+      const std::pair<Algorithm, Impl::HostTerms> paths[] = {
+          {Algorithm::Fused, Impl::host_fused_terms(s, f.host_tiling, f.host_threads)},
+          {Algorithm::FusedSkinny, Impl::host_skinny_terms(s, f.host_tiling, f.host_threads)}};
+      for (const auto& [algorithm, t] : paths) {
+        std::cout << text << ' ' << FusedLinear::to_string(algorithm);
+        for (double v : t.term) std::cout << ' ' << v;
+        std::cout << '\n';
+      }
+      continue;
     }
     for (Precision floor : {Precision::Strict, Precision::TF32x3}) {
-      const Impl::Decision d = Impl::resolve({Algorithm::Auto, floor, false}, s, h200_facts(s),
-                                             "fused_linear_replay_rule");
+      const Impl::Decision d =
+          Impl::resolve({Algorithm::Auto, floor, false}, s, f, "fused_linear_replay_rule");
       std::cout << s.M << 'x' << s.K << 'x' << s.N << ' ' << FusedLinear::to_string(floor) << ' '
                 << FusedLinear::to_string(d.algorithm) << ' ' << FusedLinear::to_string(d.precision)
                 << '\n';

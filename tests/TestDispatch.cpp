@@ -43,6 +43,7 @@ Facts host_facts(Gemm blas, Impl::HostBlas kind) {
   f.cublaslt = f.cublaslt_bias = false;
   f.sm90_tf32x3 = f.sm90_skinny = not_built;
   f.multiprocessors = 0;
+  f.host_threads = 2;  // as the host cost model was fitted; AVX-512 tiles for float (the default)
   return f;
 }
 Facts cuda_facts(bool lt, const char* sm90) {
@@ -265,9 +266,9 @@ std::vector<Case> host_table(Gemm blas, Algorithm automatic) {
        }});
 }
 
-// Host auto (Impl::AutoRule::host_*): fused_skinny for few rows; vendor where an optimised BLAS
-// whose kernels fit the CPU serves long-K products of many rows; the host fused kernel
-// elsewhere, and always with the reference BLAS, a generic-kernel one or an unidentified one.
+// Host auto (Impl::AutoRule::host_*): the host kernel the cost model predicts faster (fused_skinny
+// for few rows); vendor where an optimised BLAS whose kernels fit the CPU serves long-K products
+// of many rows; never the reference BLAS, a generic-kernel one or an unidentified one.
 TEST(Dispatch, HostWithAnOptimisedBlas) {
   const Facts f = host_facts(G::HostBlas, Impl::HostBlas::Optimized);
   expect_table("host, optimised BLAS", f, large, host_table(G::HostBlas, A::Vendor));
@@ -297,7 +298,92 @@ TEST(Dispatch, HostWithoutBlasTpl) {
   }
 }
 
-TEST(Dispatch, HostAutoRuleBoundaries) {
+// Host auto picks the kernel of the least predicted time (the host cost model: AutoRule::
+// host_fused_ms, host_skinny_ms). Shapes where one kernel was at least 1.25x ahead of the other
+// on the machine the model was fitted on (2 threads, AVX-512; perf/results/host-2c-2026-12-05-*),
+// through the mechanisms it counts: W packed again for each item of few rows on a narrow Y,
+// dot products of a few steps, X streamed again per column group.
+TEST(Dispatch, HostCostModelPicksTheFasterKernel) {
+  const Facts generic = host_facts(G::HostBlas, Impl::HostBlas::Generic);
+  const struct {
+    Shape shape;
+    Algorithm faster;
+  } cases[] = {
+      // fused_skinny: few rows along a long K; a narrow Y (fused packs W again for each of its
+      // 12-row items, and pads N to 32 columns).
+      {{1, 6658, 1551}, A::FusedSkinny},   // 0.587 ms against 2.46
+      {{3, 19321, 4606}, A::FusedSkinny},  // 8.41 against 23.5
+      {{8, 13887, 34}, A::FusedSkinny},    // 0.042 against 0.210
+      {{2, 25541, 25}, A::FusedSkinny},    // 0.039 against 0.459
+      {{21, 2925, 25}, A::FusedSkinny},    // 0.025 against 0.060
+      {{55, 5476, 38}, A::FusedSkinny},    // 0.156 against 0.404
+      {{293, 331, 18}, A::FusedSkinny},    // 0.034 against 0.054
+      // fused: dot products of a few steps, even on few rows; many rows.
+      {{6, 48, 567}, A::Fused},       // 0.0095 against 0.0140
+      {{7, 24, 542}, A::Fused},       // 0.0086 against 0.0127
+      {{18, 30, 12662}, A::Fused},    // 0.143 against 1.08
+      {{32, 52, 1313}, A::Fused},     // 0.028 against 0.093
+      {{44, 828, 18404}, A::Fused},   // 6.43 against 9.45
+      {{76, 5582, 4599}, A::Fused},   // 17.7 against 25.8
+      {{580, 31, 761}, A::Fused},     // 0.187 against 2.09
+      {{1268, 1069, 894}, A::Fused},  // 8.17 against 18.3
+  };
+  for (const auto& c : cases) {
+    const std::string s = std::to_string(c.shape.M) + "x" + std::to_string(c.shape.K) + "x" +
+                          std::to_string(c.shape.N);
+    EXPECT_EQ(Impl::strict_auto(c.shape, generic), c.faster) << s;
+    const Request automatic{A::Auto, S, false};
+    EXPECT_EQ(Impl::resolve(automatic, c.shape, generic, fn).algorithm, c.faster) << s;
+  }
+}
+
+// What the model counts: the items each kernel makes for the threads, the work per thread in
+// waves of them, X outgrowing the cache.
+TEST(Dispatch, HostCostModelCountsTheKernelsWork) {
+  const Impl::HostTiling t;  // AVX-512, float
+  // The skinny kernel's items: 24 columns, fewer where the threads would not each have one.
+  EXPECT_EQ(Impl::skinny_item_columns(1000, 2, 3, 24), 24);
+  EXPECT_EQ(Impl::skinny_item_columns(24, 2, 3, 24), 12);
+  EXPECT_EQ(Impl::skinny_item_columns(30, 2, 3, 24), 15);
+  EXPECT_EQ(Impl::skinny_item_columns(24, 1, 3, 24), 24);
+  EXPECT_EQ(Impl::skinny_item_columns(24, 0, 3, 24), 24);  // no threads known: one
+  EXPECT_EQ(Impl::skinny_item_columns(5, 2, 3, 24), 3);
+  EXPECT_EQ(Impl::skinny_item_columns(1, 8, 3, 24), 3);
+  // Work per thread halves with twice the threads where the items allow it...
+  const Shape wide{8, 4096, 4800}, narrow{8, 4096, 3};  // 200 items of 24 columns; one
+  const auto per_thread = [&](const Impl::HostTerms& one, const Impl::HostTerms& two, int i) {
+    return one.term[i] / two.term[i];
+  };
+  EXPECT_DOUBLE_EQ(
+      per_thread(Impl::host_skinny_terms(wide, t, 1), Impl::host_skinny_terms(wide, t, 2), 1), 2.0);
+  EXPECT_DOUBLE_EQ(
+      per_thread(Impl::host_fused_terms(wide, t, 1), Impl::host_fused_terms(wide, t, 2), 3), 2.0);
+  // ... and not where a narrow Y is one item of one column group.
+  EXPECT_DOUBLE_EQ(
+      per_thread(Impl::host_skinny_terms(narrow, t, 1), Impl::host_skinny_terms(narrow, t, 2), 1),
+      1.0);
+  // fused at 55x5476x38: two column tiles (32 + 6 columns), M cut to 12-row tiles for 8
+  // items: 10 items, 5 a thread, each packing its columns of W again.
+  const Impl::HostFusedGrid g(55, 38, 2, t.mr, t.nr, t.max_rows, t.max_columns);
+  EXPECT_EQ(g.items(), 10);
+  EXPECT_DOUBLE_EQ(Impl::host_fused_terms({55, 5476, 38}, t, 2).term[5], 5.0);
+  // X in a core's cache (1 MB) is read once; beyond, once per column group.
+  const std::int64_t in_cache = Rule::host_cache_bytes / 4 / 1024;  // rows of K = 1024
+  EXPECT_EQ(Impl::host_skinny_terms({in_cache, 1024, 512}, t, 2).term[7], 0.0);
+  EXPECT_GT(Impl::host_skinny_terms({in_cache + 1, 1024, 512}, t, 2).term[7], 0.0);
+  Impl::HostTiling doubles = t;
+  doubles.scalar_bytes = 8;
+  EXPECT_GT(Impl::host_skinny_terms({in_cache, 1024, 512}, doubles, 2).term[7], 0.0);
+  // An empty shape runs no product: nothing is counted (and nothing divides by its extents).
+  for (const Shape& empty : {Shape{0, 64, 64}, Shape{64, 0, 64}, Shape{64, 64, 0}}) {
+    EXPECT_EQ(Impl::host_fused_terms(empty, t, 2).ms(Rule::host_fused_ms), 0.0);
+    EXPECT_EQ(Impl::host_skinny_terms(empty, t, 2).ms(Rule::host_skinny_ms), 0.0);
+  }
+}
+
+// An optimised BLAS whose kernels fit the CPU takes long-K products of many rows where the
+// model picks fused; other BLAS never.
+TEST(Dispatch, HostVendorBoundaries) {
   const Facts opt = host_facts(G::HostBlas, Impl::HostBlas::Optimized);
   const Facts generic = host_facts(G::HostBlas, Impl::HostBlas::Generic);
   const std::int64_t rows = Rule::host_vendor_rows, k = Rule::host_vendor_k;
@@ -305,21 +391,17 @@ TEST(Dispatch, HostAutoRuleBoundaries) {
     Shape shape;
     Algorithm optimised, other;
   } cases[] = {
-      {{Rule::host_skinny_rows, 4096, 4096}, A::FusedSkinny, A::FusedSkinny},
-      {{Rule::host_skinny_rows + 1, 4096, 4096}, A::Fused, A::Fused},
       {{rows, k, 512}, A::Vendor, A::Fused},
       {{rows - 1, k, 512}, A::Fused, A::Fused},
       {{rows, k - 1, 512}, A::Fused, A::Fused},
       {{4096, k, 4096}, A::Vendor, A::Fused},
+      {{1, 8192, 8192}, A::FusedSkinny, A::FusedSkinny},
   };
-  static_assert(Rule::host_skinny_rows < Rule::host_vendor_rows, "");
   for (const auto& c : cases) {
     const std::string s = std::to_string(c.shape.M) + "x" + std::to_string(c.shape.K) + "x" +
                           std::to_string(c.shape.N);
     EXPECT_EQ(Impl::strict_auto(c.shape, opt), c.optimised) << s;
     EXPECT_EQ(Impl::strict_auto(c.shape, generic), c.other) << s;
-    const Request automatic{A::Auto, S, false};
-    EXPECT_EQ(Impl::resolve(automatic, c.shape, opt, fn).algorithm, c.optimised) << s;
   }
 }
 
@@ -978,6 +1060,10 @@ TEST(ExecutionSpaces, FactsOfThisBuild) {
   if (Impl::is_host_space<ExecSpace>()) {
     EXPECT_EQ(int(same.backend), int(Backend::Host));
     EXPECT_EQ(same.multiprocessors, 0);
+    EXPECT_EQ(same.host_threads, ExecSpace().concurrency());
+    EXPECT_EQ(same.host_tiling.mr, Impl::HostFusedTiles<float>::mr);
+    EXPECT_EQ(same.host_tiling.skinny_rows, Impl::HostSkinnyTiles<float>::rows);
+    EXPECT_EQ(same.host_tiling.scalar_bytes, 4);
 #if defined(KOKKOSKERNELS_ENABLE_TPL_BLAS)
     EXPECT_EQ(same.blas, Gemm::HostBlas);
     EXPECT_EQ(int(same.host_blas), int(Impl::host_blas_kind()));
@@ -1014,6 +1100,11 @@ TEST(ExecutionSpaces, FactsOfThisBuild) {
       Yd("Y", 4, 3);
   Kokkos::View<double*, MemorySpace> bd("b", 3);
   EXPECT_FALSE(facts_of(ExecSpace(), Xd, Wd, bd, Yd).float_views);
+  if (Impl::is_host_space<ExecSpace>()) {
+    EXPECT_EQ(facts_of(ExecSpace(), Xd, Wd, bd, Yd).host_tiling.scalar_bytes, 8);
+    EXPECT_EQ(facts_of(ExecSpace(), Xd, Wd, bd, Yd).host_tiling.lanes,
+              Impl::HostFusedTiles<double>::lanes);
+  }
   EXPECT_NE(facts_of(ExecSpace(), Xd, Wd, bd, Yd).sm90_tf32x3, nullptr);
 }
 

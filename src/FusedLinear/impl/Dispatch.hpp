@@ -14,6 +14,7 @@
 
 #include "FusedLinear/Types.hpp"
 #include "FusedLinear/impl/cuda/Sm90Splits.hpp"
+#include "FusedLinear/impl/kernels/HostTiles.hpp"
 
 namespace FusedLinear {
 namespace Impl {
@@ -48,6 +49,10 @@ struct Facts {
   std::int64_t multiprocessors = 0;
   /// The device's peak strict fp32 rate, GFLOP/s (0 where unknown): Planning::Measure's bound.
   double fp32_gflops = 0;
+  /// Host backends: the instance's threads and the host kernels' tiles for the Views' value
+  /// type, which the host cost model counts with (host_fused_terms, host_skinny_terms).
+  std::int64_t host_threads = 1;
+  HostTiling host_tiling = {};
 };
 
 struct Shape {
@@ -79,6 +84,19 @@ struct Decision : RunInfo {
   /// vendor_lt's single product (strict, tf32): which of cuBLASLt's ranked algorithms runs, as
   /// measured (0: the heuristic's first choice).
   int lt_variant = 0;
+};
+
+/// The terms of the host cost model, each a count per thread (work items over the threads in
+/// waves) of one kind of work; a kernel's predicted milliseconds are their sum weighted by its
+/// AutoRule coefficients (terms a kernel does not have are 0).
+struct HostTerms {
+  static constexpr int count = 9;
+  double term[count] = {};
+  double ms(const double (&coefficients)[count]) const {
+    double sum = 0;
+    for (int i = 0; i < count; ++i) sum += coefficients[i] * term[i];
+    return sum;
+  }
 };
 
 /// Auto's criteria on GPUs and hosts. Each has its reason here; the measurements behind it, the
@@ -137,15 +155,72 @@ struct AutoRule {
   static constexpr std::int64_t tf32x3_padded_min_rows = 64;
   static constexpr std::int64_t tf32x3_min_k = 32;
 
-  /// Host: few rows stream W from memory once; the skinny kernel's dot products along K beat the
-  /// fused kernel's packed GEMM up to 16 rows.
-  static constexpr std::int64_t host_skinny_rows = 16;
+  /// Host: the fused and skinny kernels' predicted times, the least wins (host_fused_terms and
+  /// host_skinny_terms say what each coefficient multiplies: milliseconds per unit). Fitted by
+  /// perf/fit_host_model.py on measured runs (an AVX-512 CPU, 2 threads), so that where one
+  /// kernel's costs outgrow the other's (W packed again for each item of few rows, dot
+  /// products of a few steps, too few items for the threads) the cost, not a threshold, says so.
+  static constexpr double host_fused_ms[HostTerms::count] = {
+      0.004649, 1.05e-07, 4.961e-08, 1.245e-08, 2.578e-07, 0.0001683, 3.244e-07, 0, 0};
+  static constexpr double host_skinny_ms[HostTerms::count] = {
+      0.004531, 8.71e-08, 3.896e-07, 0, 0, 0, 1.318e-08, 2.303e-08, 8.914e-05};
+  /// What "in cache" means to the model: a core's L2 (1 MB on the AMD Zen 5 it was fitted on,
+  /// 2 MB on recent Xeons).
+  static constexpr std::int64_t host_cache_bytes = std::int64_t(1) << 20;
   /// Host with an optimised BLAS whose kernels fit the CPU (HostBlas::Optimized): its product plus
   /// the pass over Y beats the fused kernel on long-K products of at least 128 rows; every other
   /// host BLAS loses to the host kernels, and one not identified is not trusted.
   static constexpr std::int64_t host_vendor_rows = 128;
   static constexpr std::int64_t host_vendor_k = 1024;
 };
+
+inline std::int64_t ceil_div(std::int64_t a, std::int64_t b) { return (a + b - 1) / b; }
+
+/// fused on the host (HostFusedKernel): a launch; per work item of HostFusedGrid, W's columns
+/// packed (padded to nr), X's rows packed (padded to mr), the micro-tiles' multiply-adds, Y's
+/// partial sums once per K block, a cost per item, and the columns of a partial nr panel packed
+/// element by element.
+inline HostTerms host_fused_terms(const Shape& s, const HostTiling& t, std::int64_t threads) {
+  if (s.M <= 0 || s.N <= 0 || s.K <= 0) return {};  // no product runs
+  const std::int64_t T = threads > 0 ? threads : 1;
+  const HostFusedGrid g(s.M, s.N, T, t.mr, t.nr, t.max_rows, t.max_columns);
+  const std::int64_t last_m = s.M - (g.tiles_m - 1) * g.tile_m;
+  const std::int64_t last_n = s.N - (g.tiles_n - 1) * g.tile_n;
+  // An item's rows and columns, padded to the micro-tile, on average over the items.
+  const double rows =
+      double((g.tiles_m - 1) * g.tile_m + ceil_div(last_m, t.mr) * t.mr) / double(g.tiles_m);
+  const double columns =
+      double((g.tiles_n - 1) * g.tile_n + ceil_div(last_n, t.nr) * t.nr) / double(g.tiles_n);
+  const double partial = double(last_n % t.nr) / double(g.tiles_n);
+  const double waves = double(ceil_div(g.items(), T)), K = double(s.K);
+  const double k_blocks = double(ceil_div(s.K, t.kc));
+  return {{1, waves * K * columns, waves * K * rows, waves * K * rows * columns,
+           waves * k_blocks * rows * columns, waves, waves * K * partial}};
+}
+
+/// fused_skinny on the host (HostSkinnyKernel): a launch; per work item of skinny_item_columns,
+/// for each group of `skinny_columns` columns and each block of rows, the vector multiply-adds
+/// and loads along K, the K % lanes tail, each output's sum across lanes and epilogue, a cost per
+/// block; W's elements read from memory; X read again for each group where
+/// it outgrows a core's cache; a cost per item and row of Y (where two items meet in a row, one
+/// cache line is written by two threads).
+inline HostTerms host_skinny_terms(const Shape& s, const HostTiling& t, std::int64_t threads) {
+  if (s.M <= 0 || s.N <= 0 || s.K <= 0) return {};  // no product runs
+  const std::int64_t T = threads > 0 ? threads : 1, R = t.skinny_columns;
+  const std::int64_t group = skinny_item_columns(s.N, T, t.skinny_columns, t.skinny_group);
+  const std::int64_t items = ceil_div(s.N, group), last = s.N - (items - 1) * group;
+  const double groups = double((items - 1) * (group / R) + ceil_div(last, R)) / double(items);
+  // Blocks of skinny_rows rows, then of halves of it down to one row.
+  std::int64_t blocks = s.M / t.skinny_rows;
+  for (std::int64_t rest = s.M % t.skinny_rows; rest > 0; rest &= rest - 1) ++blocks;
+  const double waves = double(ceil_div(items, T)), per_group = waves * groups;
+  const double M = double(s.M), K = double(s.K);
+  const double vectors = double(s.K / t.lanes), tail = double(s.K % t.lanes);
+  const bool x_in_cache = s.M * s.K * t.scalar_bytes <= AutoRule::host_cache_bytes;
+  return {{1, per_group * vectors * double(R) * M, per_group * vectors * (M + double(R * blocks)),
+           per_group * tail * double(R) * M, per_group * double(R) * M, per_group * double(blocks),
+           double(s.N) * K, x_in_cache ? 0 : per_group * M * K, double(items) * M / double(T)}};
+}
 
 /// Whether precision `p` is at least as accurate as the floor `floor` (Options::precision under
 /// Algorithm::Auto): strict fp32 meets every floor, 3xTF32 (fp32-accurate) meets tf32's.
@@ -165,7 +240,9 @@ inline bool is_skinny(Algorithm a) {
 /// The fastest strict path for a shape (Algorithm::Auto in Precision::Strict).
 inline Algorithm strict_auto(const Shape& s, const Facts& f) {
   if (f.backend == Backend::Host) {
-    if (s.M <= AutoRule::host_skinny_rows) return Algorithm::FusedSkinny;
+    if (host_skinny_terms(s, f.host_tiling, f.host_threads).ms(AutoRule::host_skinny_ms) <
+        host_fused_terms(s, f.host_tiling, f.host_threads).ms(AutoRule::host_fused_ms))
+      return Algorithm::FusedSkinny;
     if (f.blas == Gemm::HostBlas && f.host_blas == HostBlas::Optimized &&
         s.M >= AutoRule::host_vendor_rows && s.K >= AutoRule::host_vendor_k)
       return Algorithm::Vendor;

@@ -166,7 +166,8 @@ class PlanImpl {
     };
     Fastest<PlanImpl> fastest = time_candidates<PlanImpl>(
         candidates, !tuning.measure_clock, make, call,
-        [&](const Choice& c) { return compute_bound_ms(c, m_shape, facts); });
+        [&](const Choice& c) { return compute_bound_ms(c, m_shape, facts); },
+        facts.backend == Backend::Host ? MeasureRule::host_min_timed_calls : 1);
     // None could be set up: the rule's path runs, or raises its error.
     if (!fastest.plan) return Measured::Nothing;
     WisdomStore::instance().remember(key, WisdomEntry{fastest.choice, fastest.ms});

@@ -35,6 +35,10 @@ struct MeasureRule {
   /// path whose calls were all faster than its typical one.
   static constexpr int timed_calls = 10;
   static constexpr double enough_ms = 1.5;
+  /// On the host, at least this many timed calls: a shared machine stalls a call now and then
+  /// (a 0.03 ms layer's one timed call took 8 ms, past enough_ms alone), and the median of three
+  /// passes over one stall. On GPUs the events time the device, which the host's stalls miss.
+  static constexpr int host_min_timed_calls = 3;
   /// A candidate whose warm-up call took more than this multiple of the best time so far, plus
   /// the slack (a first launch may load a module), gets no timed call: it cannot win.
   static constexpr double warmup_drop_factor = 2.0;
@@ -47,6 +51,11 @@ struct MeasureRule {
   static constexpr double variant_retry_factor = warmup_drop_factor;
   /// A candidate whose first timed call is this much slower than the best gets no more.
   static constexpr double first_call_drop_factor = 1.25;
+  /// The rule's choice (the first candidate, its first variant) stays unless another is faster
+  /// by more than this share: within it, the timing's noise decides more often than speed does
+  /// (a 0.3 ms host layer's two kernels measured 0.3023 and 0.3024 ms, then 0.353 and 0.302 in
+  /// another process), and the rule was fitted on many more calls.
+  static constexpr double rule_margin = 0.02;
   /// vendor_lt in strict or tf32: cuBLASLt's first ranked algorithms timed, each a candidate.
   static constexpr int cublaslt_algorithms = 4;
   /// The whole measurement's bound: once the candidates' calls (warm-ups included, each counted
@@ -125,12 +134,13 @@ struct Timing {
 /// Times one candidate against the best time so far (infinity for the first), by
 /// MeasureRule: `call(i)` runs the i-th call and returns its milliseconds. A warm-up call (two
 /// where the first is over `retry_factor` times the best plus the slack), then timed calls until
-/// they take MeasureRule::enough_ms, at most MeasureRule::timed_calls, fewer once they show it
-/// cannot win; none where the warm-up shows it. Its time is the timed calls' lower median; a
-/// dropped candidate's is the call that dropped it (behind the best).
+/// they take MeasureRule::enough_ms and number at least `min_timed`, at most
+/// MeasureRule::timed_calls, fewer once they show it cannot win; none where the warm-up shows
+/// it. Its time is the timed calls' lower median; a dropped candidate's is the lower median of
+/// the calls that dropped it (behind the best).
 template <class Call>
 Timing time_candidate(Call&& call, double best_ms,
-                      double retry_factor = MeasureRule::warmup_retry_factor) {
+                      double retry_factor = MeasureRule::warmup_retry_factor, int min_timed = 1) {
   Timing t;
   const auto next = [&] { return call(t.calls++); };
   double warmup = next();
@@ -141,15 +151,19 @@ Timing time_candidate(Call&& call, double best_ms,
   }
   double timed[MeasureRule::timed_calls];
   int n = 0;
+  const auto lower_median = [&] {
+    std::nth_element(timed, timed + (n - 1) / 2, timed + n);
+    return timed[(n - 1) / 2];
+  };
   while (n < MeasureRule::timed_calls) {
     const double ms = next();
     timed[n++] = ms;
     t.timed_ms += ms;
+    if (n < min_timed) continue;
     if (t.timed_ms >= MeasureRule::enough_ms) break;
-    if (n == 1 && ms > MeasureRule::first_call_drop_factor * best_ms) break;
+    if (n == min_timed && lower_median() > MeasureRule::first_call_drop_factor * best_ms) break;
   }
-  std::nth_element(timed, timed + (n - 1) / 2, timed + n);
-  t.ms = timed[(n - 1) / 2];
+  t.ms = lower_median();
   return t;
 }
 
@@ -160,21 +174,23 @@ struct Fastest {
   std::unique_ptr<Candidate> plan;
   Choice choice;
   double ms = std::numeric_limits<double>::infinity();
+  bool rule = false;  // the choice is the rule's (MeasureRule::rule_margin)
   std::vector<Measurement> timed;
 };
 
 /// Times `candidates` in order by time_candidate, their first variants first and then the
 /// others (`variants()`, `select(v)`: cuBLASLt's next algorithms refine a path already timed,
-/// so every path is timed before them): `make(c)` sets one up (a std::unique_ptr<Candidate>;
+/// so every path is timed before them); the first is the rule's choice, which another must beat
+/// by MeasureRule::rule_margin: `make(c)` sets one up (a std::unique_ptr<Candidate>;
 /// std::runtime_error where its memory cannot be had: listed, not timed); `call(candidate, c,
 /// v, i)` runs its i-th call and returns the milliseconds; `bound(c)` is the least time it can
-/// take (compute_bound_ms). `real_clock`: a candidate whose bound is not below the best so far,
-/// and all past MeasureRule's budget, are listed, not timed (a test's fake clock has every
-/// candidate timed). The previous best goes as a faster one is found: every call of it was
-/// waited for.
+/// take (compute_bound_ms); `min_timed`: time_candidate's least number of timed calls.
+/// `real_clock`: a candidate whose bound is not below the best so far, and all past
+/// MeasureRule's budget, are listed, not timed (a test's fake clock has every candidate timed). The
+/// previous best goes as a faster one is found: every call of it was waited for.
 template <class Candidate, class Make, class Call, class Bound>
 Fastest<Candidate> time_candidates(const std::vector<Choice>& candidates, bool real_clock,
-                                   Make&& make, Call&& call, Bound&& bound) {
+                                   Make&& make, Call&& call, Bound&& bound, int min_timed = 1) {
   Fastest<Candidate> f;
   double spent_ms = 0;
   const auto skipped = [&](double bound_ms) {
@@ -199,21 +215,24 @@ Fastest<Candidate> time_candidates(const std::vector<Choice>& candidates, bool r
       return nullptr;
     }
   };
-  // Times variant v of `candidate`; it becomes the plan where it is the fastest yet.
+  // Times variant v of `candidate`; it becomes the plan where it is the fastest yet (by the
+  // margin, against the rule's choice).
   const auto time_variant = [&](std::unique_ptr<Candidate>& candidate, const Choice& c, int v,
                                 double setup_ms, double bound_ms) {
     candidate->select(v);
     const Timing t = time_candidate(
         [&](int i) { return call(*candidate, c, v, i); }, f.ms,
-        v == 0 ? MeasureRule::warmup_retry_factor : MeasureRule::variant_retry_factor);
+        v == 0 ? MeasureRule::warmup_retry_factor : MeasureRule::variant_retry_factor, min_timed);
     spent_ms += t.calls * t.ms;
     Measurement m{c.algorithm, c.precision, v, t.ms, t.calls, false};
     m.setup_ms = setup_ms;
     m.bound_ms = bound_ms;
     f.timed.push_back(m);
-    if (t.ms < f.ms) {
+    const bool rule = f.timed.size() == 1;  // the first candidate's first variant
+    if (t.ms < (f.rule ? f.ms / (1 + MeasureRule::rule_margin) : f.ms)) {
       f.ms = t.ms;
       f.choice = Choice{c.algorithm, c.precision, v};
+      f.rule = rule;
       if (candidate.get() != f.plan.get()) f.plan = std::move(candidate);
     }
   };

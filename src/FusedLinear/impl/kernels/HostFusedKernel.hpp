@@ -16,57 +16,6 @@
 namespace FusedLinear {
 namespace Impl {
 
-/// Tiles of the host fused kernel (a GEMM in the manner of GotoBLAS/BLIS with the epilogue in
-/// registers), one place. Micro-tile: `mr` x `nr` of Y in registers (nr = two vectors, mr as
-/// large as 2 mr accumulators + 3 registers allow). K in blocks of `kc`, so that a packed W
-/// micro-panel (kc x nr) stays in L1; a work item's packed W block (`max_columns` x kc) and X
-/// block (`max_rows` x kc) stay in L2, each packed once for all of the other side. X is packed
-/// too: read in place, its mr rows (K apart) fall in the same L1 sets. Why these values:
-/// docs/design/host-kernels.md#fused-on-the-host.
-template <class Scalar>
-struct HostFusedTiles {
-  static constexpr int lanes = HostVector::lanes<Scalar>();
-  static constexpr int nr = 2 * lanes;
-  static constexpr int mr = HostVector::registers >= 32 ? 12 : 6;
-  static constexpr int kc = 32768 / (nr * static_cast<int>(sizeof(Scalar)));
-  static constexpr int max_columns = 16 * nr;
-  static constexpr int max_rows = 64 * mr;
-  static_assert(2 * mr + 3 <= HostVector::registers, "the micro-tile must fit the registers");
-};
-
-/// Work items of the host fused kernel for a shape on `threads` threads: rows x columns tiles
-/// of Y, at least `items_per_thread` per thread where the shape has them (dynamic scheduling
-/// evens out the rest; the machine may be shared). An item packs its columns of W (a cost per
-/// element of W over its rows) and its strips of X (a cost per element of X over its columns):
-/// from tiles of up to max_rows x max_columns (M cut evenly), the larger side is halved until
-/// there are items enough.
-struct HostFusedGrid {
-  std::int64_t tile_m = 0, tile_n = 0, tiles_m = 0, tiles_n = 0;
-  static constexpr std::int64_t items_per_thread = 4;
-
-  HostFusedGrid() = default;
-  HostFusedGrid(std::int64_t M, std::int64_t N, std::int64_t threads, std::int64_t mr,
-                std::int64_t nr, std::int64_t max_rows, std::int64_t max_columns) {
-    const auto round_up = [](std::int64_t v, std::int64_t to) { return (v + to - 1) / to * to; };
-    const std::int64_t want = items_per_thread * (threads > 0 ? threads : 1);
-    tile_n = N < max_columns ? round_up(N, nr) : max_columns;
-    const std::int64_t row_tiles = (M + max_rows - 1) / max_rows;
-    tile_m = round_up((M + row_tiles - 1) / row_tiles, mr);
-    const auto count = [&] {
-      tiles_m = (M + tile_m - 1) / tile_m;
-      tiles_n = (N + tile_n - 1) / tile_n;
-      return tiles_m * tiles_n;
-    };
-    while (count() < want && (tile_m > mr || tile_n > nr)) {
-      if (tile_n > nr && (tile_n >= tile_m || tile_m <= mr))
-        tile_n = round_up(tile_n / 2, nr);
-      else
-        tile_m = round_up(tile_m / 2, mr);
-    }
-  }
-  std::int64_t items() const { return tiles_m * tiles_n; }
-};
-
 /// Y = ep(X . W^T, b) on the host: one work item per tile of Y (HostFusedGrid), K in blocks of
 /// kc; in each block the tile's columns of W packed k-major in nr-wide panels (zero past N) and
 /// its rows of X in k-major mr-row strips, then every mr x nr micro-tile accumulated in

@@ -16,22 +16,6 @@
 namespace FusedLinear {
 namespace Impl {
 
-/// Tiles of the host skinny kernel (few rows of X: W streams from memory once): dot products
-/// along K, `rows` x `columns` of them in registers as vectors of partial sums (one vector
-/// load of W per column and of X per row per step, rows x columns multiply-adds; AVX-512:
-/// 8 x 3 = 24 accumulators + 3 + 1 registers; AVX2/SSE: 4 x 2), added across their lanes once
-/// at the end. Row blocks of 8, 4, 2 and 1 rows (so that M = 1 computes one row, not eight).
-/// A work item is `group_columns` columns of Y (a multiple of `columns`) and all rows.
-template <class Scalar>
-struct HostSkinnyTiles {
-  static constexpr int lanes = HostVector::lanes<Scalar>();
-  static constexpr int rows = HostVector::registers >= 32 ? 8 : 4;
-  static constexpr int columns = HostVector::registers >= 32 ? 3 : 2;
-  static constexpr int group_columns = 8 * columns;
-  static_assert(rows * columns + columns + 1 <= HostVector::registers,
-                "the register block must fit the registers");
-};
-
 /// Y = ep(X . W^T, b) for few rows on the host (HostSkinnyTiles). Unit: X and W contiguous
 /// along K (LayoutRight, PyTorch's), vector loads; otherwise element loads through strides.
 template <class ExecSpace, class XView, class WView, class BView, class YView, bool Unit>
@@ -39,7 +23,6 @@ struct HostSkinnyKernel {
   using Scalar = typename YView::non_const_value_type;
   using Tiles = HostSkinnyTiles<Scalar>;
   static constexpr int L = Tiles::lanes, R = Tiles::columns, MT = Tiles::rows;
-  static constexpr int G = Tiles::group_columns;
   using policy_type = Kokkos::RangePolicy<ExecSpace, Kokkos::Schedule<Kokkos::Dynamic>,
                                           Kokkos::IndexType<std::int64_t>>;
 
@@ -49,12 +32,11 @@ struct HostSkinnyKernel {
   YView Y;
   LeakyReLUEpilogue<Scalar> ep;
   std::int64_t M, N, K;
-
-  static std::int64_t items(std::int64_t N) { return (N + G - 1) / G; }
+  std::int64_t group;  // columns per work item (skinny_item_columns)
 
   void operator()(std::int64_t item) const {
-    const std::int64_t n_end = (item + 1) * G < N ? (item + 1) * G : N;
-    for (std::int64_t n = item * G; n < n_end; n += R) {
+    const std::int64_t n_end = (item + 1) * group < N ? (item + 1) * group : N;
+    for (std::int64_t n = item * group; n < n_end; n += R) {
       const int columns = n_end - n < R ? int(n_end - n) : R;
       std::int64_t m = 0;
       for (; m + MT <= M; m += MT) block<MT>(m, n, columns);
@@ -110,23 +92,15 @@ struct HostSkinnyKernel {
         }
       }
     }
-    // Lanes added pairwise (halves, then quarters, ...), then the K % L tail in k order: one
-    // fixed order per element. (On a copy: reading the accumulators lane by lane made GCC keep
-    // them in memory throughout.)
+    // The K % L tail into the lanes (contiguous rows) or after them in k order (strided), the
+    // lanes added pairwise (sum_lanes): one fixed order per element.
+    const int folded = Unit ? int(K - k_vectors) : 0;
     FUSED_LINEAR_UNROLL
     for (int i = 0; i < Rows; ++i) {
       FUSED_LINEAR_UNROLL
       for (int r = 0; r < R; ++r) {
-        Scalar t[L];
-        FUSED_LINEAR_HOST_SIMD(L)
-        for (int q = 0; q < L; ++q) t[q] = acc[i][r][q];
-        FUSED_LINEAR_UNROLL
-        for (int half = L / 2; half > 0; half /= 2) {
-          FUSED_LINEAR_UNROLL
-          for (int q = 0; q < half; ++q) t[q] += t[q + half];
-        }
-        Scalar sum = t[0];
-        for (std::int64_t k = k_vectors; k < K; ++k) sum += x[i][k * xs1] * w[r][k * ws1];
+        Scalar sum = sum_lanes(acc[i][r], x[i] + k_vectors, w[r] + k_vectors, folded);
+        for (std::int64_t k = k_vectors + folded; k < K; ++k) sum += x[i][k * xs1] * w[r][k * ws1];
         if (r < columns) Y(m + i, n + r) = ep(sum, Scalar(b(n + r)));
       }
     }
@@ -137,16 +111,27 @@ template <class ExecSpace, class XView, class WView, class BView, class YView, c
 void run_skinny_host(const ExecSpace& exec, const XView& X, const WView& W, const BView& b,
                      const YView& Y, const LeakyReLUEpilogue<Scalar>& ep) {
   const std::int64_t M = Y.extent(0), N = Y.extent(1), K = X.extent(1);
+  using Tiles = HostSkinnyTiles<Scalar>;
+  const std::int64_t threads = exec.concurrency() > 0 ? exec.concurrency() : 1;
+  const std::int64_t group = skinny_item_columns(N, threads, Tiles::columns, Tiles::group_columns);
+  // Neighbouring items in one chunk, up to 4 (and about four chunks a thread): two threads'
+  // items share Y's cache line where they meet, which with one item a chunk was most of Y's
+  // lines at short K; longer chunks put the threads' streams of W far apart.
+  const std::int64_t items = (N + group - 1) / group, quarter = items / (4 * threads);
+  const int chunk = int(quarter > 4 ? 4 : quarter > 1 ? quarter : 1);
   auto launch = [&](auto kernel) {
     using Kernel = decltype(kernel);
     Kokkos::parallel_for("FusedLinear::fused_skinny[host]",
-                         typename Kernel::policy_type(exec, 0, Kernel::items(N)), kernel);
+                         typename Kernel::policy_type(exec, 0, items).set_chunk_size(chunk),
+                         kernel);
   };
   const bool unit = K <= 1 || (X.stride(1) == 1 && W.stride(1) == 1);
   if (unit)
-    launch(HostSkinnyKernel<ExecSpace, XView, WView, BView, YView, true>{X, W, b, Y, ep, M, N, K});
+    launch(HostSkinnyKernel<ExecSpace, XView, WView, BView, YView, true>{X, W, b, Y, ep, M, N, K,
+                                                                         group});
   else
-    launch(HostSkinnyKernel<ExecSpace, XView, WView, BView, YView, false>{X, W, b, Y, ep, M, N, K});
+    launch(HostSkinnyKernel<ExecSpace, XView, WView, BView, YView, false>{X, W, b, Y, ep, M, N, K,
+                                                                          group});
 }
 
 }  // namespace Impl
