@@ -13,7 +13,7 @@ path (the vendor paths included) on the fitted runs. The held-out check is fit_r
 on runs the model was not fitted on. Standard library only.
 
     python3 perf/fit_host_model.py --replay-tool build/host/perf/fused_linear_replay_rule \\
-        --threads 2 perf/results/host-2c-2026-12-05-grid perf/results/host-2c-2026-12-05-random35
+        --threads 2 perf/results/host-2c-2026-12-05-{grid,random35,random37}
 """
 import argparse
 import math
@@ -66,20 +66,19 @@ def main(argv=None):
         sys.exit("fit_host_model.py: no run timed both host kernels")
     x = terms(args.replay_tool, args.blas, args.threads, sorted(times))
     coefficients = {}
+
+    def predicted(shape, k):
+        return sum(a * b for a, b in zip(coefficients[k], x[(shape, k)]))
+
     for k in KERNELS:
-        c = fit([(x[(s, k)], t[k]) for s, t in times.items()])
-        coefficients[k] = c
-        errors = [abs(sum(a * b for a, b in zip(c, x[(s, k)])) / t[k] - 1) for s, t in
-                  times.items()]
+        c = coefficients[k] = fit([(x[(s, k)], t[k]) for s, t in times.items()])
+        errors = [abs(predicted(s, k) / t[k] - 1) for s, t in times.items()]
         name = "host_fused_ms" if k == "fused" else "host_skinny_ms"
         print(f"static constexpr double {name}[{len(c)}] = {{"
               + ", ".join(f"{v:.4g}" for v in c) + "};")
         print(f"//   {k}: model error median {100 * percentile(errors, 50):.1f}%, 90th "
               f"{100 * percentile(errors, 90):.1f}%, worst {100 * max(errors):.1f}% "
               f"({len(errors)} shapes)")
-
-    def predicted(shape, k):
-        return sum(a * b for a, b in zip(coefficients[k], x[(shape, k)]))
 
     rows = []
     for s, t in times.items():
