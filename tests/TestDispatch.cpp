@@ -27,7 +27,8 @@ using Impl::Decision;
 using Impl::Facts;
 using Impl::Request;
 using Impl::Shape;
-using Rule = Impl::AutoRule;
+using Rule = Impl::GpuRule;
+using HostRule = Impl::HostRule;
 
 constexpr const char* fn = "FusedLinear::test";
 constexpr const char* not_built =
@@ -266,7 +267,7 @@ std::vector<Case> host_table(Gemm blas, Algorithm automatic) {
        }});
 }
 
-// Host auto (Impl::AutoRule::host_*): the host kernel the cost model predicts faster (fused_skinny
+// Host auto (Impl::HostRule): the host kernel the cost model predicts faster (fused_skinny
 // for few rows); vendor where an optimised BLAS whose kernels fit the CPU serves long-K products
 // of many rows; never the reference BLAS, a generic-kernel one or an unidentified one.
 TEST(Dispatch, HostWithAnOptimisedBlas) {
@@ -298,8 +299,8 @@ TEST(Dispatch, HostWithoutBlasTpl) {
   }
 }
 
-// Host auto picks the kernel of the least predicted time (the host cost model: AutoRule::
-// host_fused_ms, host_skinny_ms). Shapes where one kernel was at least 1.25x ahead of the other
+// Host auto picks the kernel of the least predicted time (the host cost model: HostRule::
+// fused_ms, skinny_ms). Shapes where one kernel was at least 1.25x ahead of the other
 // on the machine the model was fitted on (2 threads, AVX-512; perf/results/host-2c-2026-12-05-*),
 // through the mechanisms it counts: W packed again for each item of few rows on a narrow Y,
 // dot products of a few steps, X streamed again per column group.
@@ -368,7 +369,7 @@ TEST(Dispatch, HostCostModelCountsTheKernelsWork) {
   EXPECT_EQ(g.items(), 10);
   EXPECT_DOUBLE_EQ(Impl::host_fused_terms({55, 5476, 38}, t, 2).term[5], 5.0);
   // X in a core's cache (1 MB) is read once; beyond, once per column group.
-  const std::int64_t in_cache = Rule::host_cache_bytes / 4 / 1024;  // rows of K = 1024
+  const std::int64_t in_cache = HostRule::cache_bytes / 4 / 1024;  // rows of K = 1024
   EXPECT_EQ(Impl::host_skinny_terms({in_cache, 1024, 512}, t, 2).term[7], 0.0);
   EXPECT_GT(Impl::host_skinny_terms({in_cache + 1, 1024, 512}, t, 2).term[7], 0.0);
   Impl::HostTiling doubles = t;
@@ -376,8 +377,8 @@ TEST(Dispatch, HostCostModelCountsTheKernelsWork) {
   EXPECT_GT(Impl::host_skinny_terms({in_cache, 1024, 512}, doubles, 2).term[7], 0.0);
   // An empty shape runs no product: nothing is counted (and nothing divides by its extents).
   for (const Shape& empty : {Shape{0, 64, 64}, Shape{64, 0, 64}, Shape{64, 64, 0}}) {
-    EXPECT_EQ(Impl::host_fused_terms(empty, t, 2).ms(Rule::host_fused_ms), 0.0);
-    EXPECT_EQ(Impl::host_skinny_terms(empty, t, 2).ms(Rule::host_skinny_ms), 0.0);
+    EXPECT_EQ(Impl::host_fused_terms(empty, t, 2).ms(HostRule::fused_ms), 0.0);
+    EXPECT_EQ(Impl::host_skinny_terms(empty, t, 2).ms(HostRule::skinny_ms), 0.0);
   }
 }
 
@@ -386,7 +387,7 @@ TEST(Dispatch, HostCostModelCountsTheKernelsWork) {
 TEST(Dispatch, HostVendorBoundaries) {
   const Facts opt = host_facts(G::HostBlas, Impl::HostBlas::Optimized);
   const Facts generic = host_facts(G::HostBlas, Impl::HostBlas::Generic);
-  const std::int64_t rows = Rule::host_vendor_rows, k = Rule::host_vendor_k;
+  const std::int64_t rows = HostRule::vendor_rows, k = HostRule::vendor_k;
   const struct {
     Shape shape;
     Algorithm optimised, other;
@@ -622,9 +623,9 @@ TEST(Dispatch, ZeroMultiplier) {
               {A::VendorPrefill, S, ran(A::Vendor, S, G::HostBlas, true, false, why)}, true);
 }
 
-// Auto's GPU thresholds (Impl::AutoRule) at their boundaries: each constant is the last value
+// Auto's GPU thresholds (Impl::GpuRule) at their boundaries: each constant is the last value
 // the rule takes, one more is past it.
-TEST(Dispatch, AutoRuleBoundaries) {
+TEST(Dispatch, GpuRuleBoundaries) {
   const std::int64_t few_k = 8192;
   struct Boundary {
     Shape shape;

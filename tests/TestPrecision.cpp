@@ -106,7 +106,7 @@ TEST(Precision, RefusedWhereItCannotRun) {
 // host at every shape), strict fp32 runs, and RunInfo says strict with a note saying why.
 TEST(Precision, AutoFloorRunsStrictAtFewRows) {
   for (auto shape : {std::array<std::int64_t, 3>{1, 512, 256},
-                     {Impl::AutoRule::skinny_rows, 300, 130},
+                     {Impl::GpuRule::skinny_rows, 300, 130},
                      {4, 4096, 64}}) {
     P p(shape[0], shape[1], shape[2], 6);
     for (Precision precision : {Precision::TF32, Precision::TF32x3}) {
@@ -483,8 +483,8 @@ TEST(Precision, SkinnySm90IsStrict) {
         << describe(options(Algorithm::SkinnySm90), *info);
     const auto automatic = attempt(p, 2, 0.1, options(Algorithm::Auto));
     ASSERT_TRUE(automatic);
-    // Auto takes it for few rows wherever it can (Impl::AutoRule::sm90_skinny_rows).
-    EXPECT_LE(p.M, Impl::AutoRule::sm90_skinny_rows);
+    // Auto takes it for few rows wherever it can (Impl::GpuRule::sm90_skinny_rows).
+    EXPECT_LE(p.M, Impl::GpuRule::sm90_skinny_rows);
     EXPECT_EQ(automatic->algorithm, Algorithm::SkinnySm90);
     for (int splits : {2, 5}) {  // K split over a cluster, forced
       p.poison();

@@ -15,6 +15,8 @@
 #include "FusedLinear/Types.hpp"
 #include "FusedLinear/impl/cuda/Sm90Splits.hpp"
 #include "FusedLinear/impl/kernels/HostTiles.hpp"
+#include "FusedLinear/impl/rules/GpuRule.hpp"
+#include "FusedLinear/impl/rules/HostRule.hpp"
 
 namespace FusedLinear {
 namespace Impl {
@@ -88,90 +90,15 @@ struct Decision : RunInfo {
 
 /// The terms of the host cost model, each a count per thread (work items over the threads in
 /// waves) of one kind of work; a kernel's predicted milliseconds are their sum weighted by its
-/// AutoRule coefficients (terms a kernel does not have are 0).
+/// HostRule coefficients (terms a kernel does not have are 0).
 struct HostTerms {
-  static constexpr int count = 9;
+  static constexpr int count = HostRule::terms;
   double term[count] = {};
   double ms(const double (&coefficients)[count]) const {
     double sum = 0;
     for (int i = 0; i < count; ++i) sum += coefficients[i] * term[i];
     return sum;
   }
-};
-
-/// Auto's criteria on GPUs and hosts. Each has its reason here; the measurements behind it, the
-/// held-out study that validates it and the commands that re-derive it are in
-/// docs/design/dispatch.md ("The GPU rule", "The host rule").
-struct AutoRule {
-  /// Hopper: up to 16 rows the sm_90a few-rows kernel streams W through the bulk-copy engine,
-  /// ahead of every other path at any size it takes; up to 32 rows where W is large (at least
-  /// 1536 rows of N and 3 * 2^20 elements): reading W once then outweighs the extra rows' math.
-  static constexpr std::int64_t sm90_skinny_rows = 16;
-  static constexpr std::int64_t sm90_skinny_wide_rows = 32, sm90_skinny_wide_n = 1536;
-  static constexpr std::int64_t sm90_skinny_wide_w = std::int64_t(3) << 20;  // N K
-  /// ... except on a small W of short rows, where its bulk-copy pipeline never fills and the
-  /// portable skinny kernel's one short launch wins; and on few 128-column tiles along a long
-  /// K: a tile's K splits over at most a cluster of CTAs, so where they are under a quarter of
-  /// the multiprocessors each streams a long range alone, while the portable kernel splits K
-  /// over the whole GPU.
-  static constexpr std::int64_t sm90_skinny_min_k = 512, sm90_skinny_min_w = 1 << 21;  // N K
-  static constexpr std::int64_t sm90_skinny_tile = 128, sm90_skinny_long_k = 6144;
-  /// GPUs: few rows stream W; the portable skinny kernel is ahead of cuBLAS there, except on one
-  /// row whose W it must read element by element (rows not in 16-byte packs) once W is large
-  /// and its rows long: cuBLASLt's matrix-vector kernel is then the faster (on short rows the
-  /// skinny kernel's one dot product per output is short and many run at once).
-  static constexpr std::int64_t skinny_rows = 16;
-  static constexpr std::int64_t unpacked_gemv_n = 256, unpacked_gemv_w = std::int64_t(1) << 19;
-  static constexpr std::int64_t unpacked_gemv_k = 1024;
-  /// GPUs: small products with few outputs, where one short launch and no pass over Y win (the
-  /// skinny kernel computes each output as one dot product: many outputs make it slow).
-  static constexpr std::int64_t small_work = std::int64_t(1) << 27;     // M N K
-  static constexpr std::int64_t small_outputs = std::int64_t(1) << 20;  // M N
-  /// ... but not at the shortest K on many outputs: each dot product is then a few steps and
-  /// the skinny kernel's cost per output dominates, while the fused kernel's tiles cost little.
-  static constexpr std::int64_t small_work_short_k = 48;
-  static constexpr std::int64_t small_work_many_outputs = std::int64_t(1) << 17;  // M N
-  /// ... and twice that work on at most 2^13 outputs (half of one 128 x 128 tile): cuBLAS then
-  /// runs a tile or two along a long K, while the skinny kernel splits K.
-  static constexpr std::int64_t few_outputs = std::int64_t(1) << 13;
-  static constexpr std::int64_t few_outputs_work = std::int64_t(1) << 28;
-  /// GPUs: short K, where the pass over Y is a large share of cuBLAS plus the pass and the fused
-  /// kernel writes Y once, on enough of its 128 x 128 tiles to fill half an H200's 132 SMs.
-  static constexpr std::int64_t short_k = 256;
-  static constexpr std::int64_t short_k_tile = 128, short_k_min_tiles = 64;
-  /// TF32 under auto: strict few-rows kernels are the faster way to at least TF32 accuracy up to
-  /// 16 rows.
-  static constexpr std::int64_t tf32_floor_rows = 16;
-  /// 3xtf32 under auto runs strict fp32 where fused_sm90's costs outweigh its tensor cores:
-  /// small products (the split of the operands is most of the time), few 128 x 128 output tiles
-  /// on a mid-size product (split K then dominates), N mostly padding of its tiles, W rows
-  /// not 16-byte aligned on few rows (its padded copy of W costs more than the product saves),
-  /// and the shortest K (a product of a few steps; the strict fused kernel writes Y once).
-  static constexpr std::int64_t tf32x3_min_work = std::int64_t(1) << 28;
-  static constexpr std::int64_t tf32x3_min_tiles = 20;
-  static constexpr std::int64_t tf32x3_few_tiles_work = std::int64_t(1) << 31;
-  static constexpr std::int64_t tf32x3_tile = 128;
-  static constexpr double tf32x3_min_n_use = 0.5;
-  static constexpr std::int64_t tf32x3_padded_min_rows = 64;
-  static constexpr std::int64_t tf32x3_min_k = 32;
-
-  /// Host: the fused and skinny kernels' predicted times, the least wins (host_fused_terms and
-  /// host_skinny_terms say what each coefficient multiplies: milliseconds per unit). Fitted by
-  /// perf/fit_host_model.py on measured runs (an AVX-512 CPU, 2 threads), so that where one
-  /// kernel's costs outgrow the other's (W packed again for each item of few rows, dot
-  /// products of a few steps, too few items for the threads) the cost, not a threshold, says so.
-  static constexpr double host_fused_ms[HostTerms::count] = {
-      0.004649, 1.05e-07, 4.961e-08, 1.245e-08, 2.578e-07, 0.0001683, 3.244e-07, 0, 0};
-  static constexpr double host_skinny_ms[HostTerms::count] = {
-      0.004531, 8.71e-08, 3.896e-07, 0, 0, 0, 1.318e-08, 2.303e-08, 8.914e-05};
-  /// What "in cache" means to the model: a core's L2 (1 MB on the AMD Zen 5 it was fitted on,
-  /// 2 MB on recent Xeons).
-  static constexpr std::int64_t host_cache_bytes = std::int64_t(1) << 20;
-  /// Host with an optimised BLAS whose kernels fit the CPU (HostBlas::Optimized): its product plus
-  /// the pass over Y beats the fused kernel on long-K products of at least 128 rows; every other
-  /// host BLAS loses to the host kernels, and one not identified is not trusted.
-  static constexpr std::int64_t host_vendor_rows = 128;
-  static constexpr std::int64_t host_vendor_k = 1024;
 };
 
 inline std::int64_t ceil_div(std::int64_t a, std::int64_t b) { return (a + b - 1) / b; }
@@ -216,7 +143,7 @@ inline HostTerms host_skinny_terms(const Shape& s, const HostTiling& t, std::int
   const double waves = double(ceil_div(items, T)), per_group = waves * groups;
   const double M = double(s.M), K = double(s.K);
   const double vectors = double(s.K / t.lanes), tail = double(s.K % t.lanes);
-  const bool x_in_cache = s.M * s.K * t.scalar_bytes <= AutoRule::host_cache_bytes;
+  const bool x_in_cache = s.M * s.K * t.scalar_bytes <= HostRule::cache_bytes;
   return {{1, per_group * vectors * double(R) * M, per_group * vectors * (M + double(R * blocks)),
            per_group * tail * double(R) * M, per_group * double(R) * M, per_group * double(blocks),
            double(s.N) * K, x_in_cache ? 0 : per_group * M * K, double(items) * M / double(T)}};
@@ -240,52 +167,52 @@ inline bool is_skinny(Algorithm a) {
 /// The fastest strict path for a shape (Algorithm::Auto in Precision::Strict).
 inline Algorithm strict_auto(const Shape& s, const Facts& f) {
   if (f.backend == Backend::Host) {
-    if (host_skinny_terms(s, f.host_tiling, f.host_threads).ms(AutoRule::host_skinny_ms) <
-        host_fused_terms(s, f.host_tiling, f.host_threads).ms(AutoRule::host_fused_ms))
+    if (host_skinny_terms(s, f.host_tiling, f.host_threads).ms(HostRule::skinny_ms) <
+        host_fused_terms(s, f.host_tiling, f.host_threads).ms(HostRule::fused_ms))
       return Algorithm::FusedSkinny;
     if (f.blas == Gemm::HostBlas && f.host_blas == HostBlas::Optimized &&
-        s.M >= AutoRule::host_vendor_rows && s.K >= AutoRule::host_vendor_k)
+        s.M >= HostRule::vendor_rows && s.K >= HostRule::vendor_k)
       return Algorithm::Vendor;
     return Algorithm::Fused;
   }
   const bool small_w =
-      s.K <= AutoRule::sm90_skinny_min_k && s.N * s.K <= AutoRule::sm90_skinny_min_w;
+      s.K <= GpuRule::sm90_skinny_min_k && s.N * s.K <= GpuRule::sm90_skinny_min_w;
   const std::int64_t sm90_ctas =
-      (s.N + AutoRule::sm90_skinny_tile - 1) / AutoRule::sm90_skinny_tile * Sm90::max_splits;
+      (s.N + GpuRule::sm90_skinny_tile - 1) / GpuRule::sm90_skinny_tile * Sm90::max_splits;
   const bool few_tiles_long_k =
-      4 * sm90_ctas < f.multiprocessors && s.K > AutoRule::sm90_skinny_long_k;
+      4 * sm90_ctas < f.multiprocessors && s.K > GpuRule::sm90_skinny_long_k;
   if (f.sm90_skinny == nullptr && !small_w && !few_tiles_long_k &&
-      (s.M <= AutoRule::sm90_skinny_rows ||
-       (s.M <= AutoRule::sm90_skinny_wide_rows && s.N >= AutoRule::sm90_skinny_wide_n &&
-        s.N * s.K >= AutoRule::sm90_skinny_wide_w)))
+      (s.M <= GpuRule::sm90_skinny_rows ||
+       (s.M <= GpuRule::sm90_skinny_wide_rows && s.N >= GpuRule::sm90_skinny_wide_n &&
+        s.N * s.K >= GpuRule::sm90_skinny_wide_w)))
     return Algorithm::SkinnySm90;
-  if (s.M == 1 && !f.skinny_packed && f.cublaslt && s.N >= AutoRule::unpacked_gemv_n &&
-      s.K >= AutoRule::unpacked_gemv_k && s.N * s.K >= AutoRule::unpacked_gemv_w)
+  if (s.M == 1 && !f.skinny_packed && f.cublaslt && s.N >= GpuRule::unpacked_gemv_n &&
+      s.K >= GpuRule::unpacked_gemv_k && s.N * s.K >= GpuRule::unpacked_gemv_w)
     return Algorithm::VendorLt;
-  if (s.M <= AutoRule::skinny_rows) return Algorithm::FusedSkinny;
-  if (s.M * s.N * s.K <= AutoRule::small_work && s.M * s.N <= AutoRule::small_outputs)
-    return s.K <= AutoRule::small_work_short_k && s.M * s.N >= AutoRule::small_work_many_outputs
+  if (s.M <= GpuRule::skinny_rows) return Algorithm::FusedSkinny;
+  if (s.M * s.N * s.K <= GpuRule::small_work && s.M * s.N <= GpuRule::small_outputs)
+    return s.K <= GpuRule::small_work_short_k && s.M * s.N >= GpuRule::small_work_many_outputs
                ? Algorithm::Fused
                : Algorithm::FusedSkinny;
-  if (s.M * s.N * s.K <= AutoRule::few_outputs_work && s.M * s.N <= AutoRule::few_outputs)
+  if (s.M * s.N * s.K <= GpuRule::few_outputs_work && s.M * s.N <= GpuRule::few_outputs)
     return Algorithm::FusedSkinny;
-  const std::int64_t t = AutoRule::short_k_tile;
-  if (s.K <= AutoRule::short_k &&
-      (s.M + t - 1) / t * ((s.N + t - 1) / t) >= AutoRule::short_k_min_tiles)
+  const std::int64_t t = GpuRule::short_k_tile;
+  if (s.K <= GpuRule::short_k &&
+      (s.M + t - 1) / t * ((s.N + t - 1) / t) >= GpuRule::short_k_min_tiles)
     return Algorithm::Fused;
   if (f.cublaslt) return Algorithm::VendorLt;
   return f.blas != Gemm::KokkosKernelsNative ? Algorithm::Vendor : Algorithm::Fused;
 }
 
-/// Where strict fp32 is faster than the 3xTF32 paths (AutoRule's 3xtf32 criteria).
+/// Where strict fp32 is faster than the 3xTF32 paths (GpuRule's 3xtf32 criteria).
 inline bool tf32x3_slower(const Shape& s) {
-  const std::int64_t t = AutoRule::tf32x3_tile;
+  const std::int64_t t = GpuRule::tf32x3_tile;
   const std::int64_t work = s.M * s.N * s.K, n_tiles = (s.N + t - 1) / t;
   const std::int64_t tiles = (s.M + t - 1) / t * n_tiles;
-  return work < AutoRule::tf32x3_min_work ||
-         (tiles < AutoRule::tf32x3_min_tiles && work < AutoRule::tf32x3_few_tiles_work) ||
-         double(s.N) < AutoRule::tf32x3_min_n_use * double(n_tiles * t) ||
-         (s.K % 4 != 0 && s.M < AutoRule::tf32x3_padded_min_rows) || s.K <= AutoRule::tf32x3_min_k;
+  return work < GpuRule::tf32x3_min_work ||
+         (tiles < GpuRule::tf32x3_min_tiles && work < GpuRule::tf32x3_few_tiles_work) ||
+         double(s.N) < GpuRule::tf32x3_min_n_use * double(n_tiles * t) ||
+         (s.K % 4 != 0 && s.M < GpuRule::tf32x3_padded_min_rows) || s.K <= GpuRule::tf32x3_min_k;
 }
 
 [[noreturn]] inline void refuse(const char* function, const std::string& problem) {
@@ -324,7 +251,7 @@ inline Decision resolve(const Request& r, const Shape& s, const Facts& f, const 
     if (r.precision == Precision::Strict) {
       d.algorithm = strict;
     } else if ((is_skinny(strict) &&
-                (r.precision == Precision::TF32x3 || s.M <= AutoRule::tf32_floor_rows)) ||
+                (r.precision == Precision::TF32x3 || s.M <= GpuRule::tf32_floor_rows)) ||
                (r.precision == Precision::TF32x3 && has_tf32x3 && tf32x3_slower(s))) {
       // The precision is a floor: strict fp32 is at least as accurate, and for few rows (W
       // streams at the memory's speed either way) and small products it is faster.
