@@ -332,7 +332,7 @@ def main(argv=None):
     a.add_argument("--run-id", required=True, help="e.g. h200-2027-01-05-random40")
     a.add_argument("--machine", required=True, help="e.g. h200, host-2c")
     a.add_argument("--purpose", choices=PURPOSES, default="held-out")
-    a.add_argument("--seed", default=None, help="the random_shapes seed of its shapes")
+    a.add_argument("--seed", default=None, help="the tuning.shapes seed its shapes were drawn with")
     args = p.parse_args(argv)
     try:
         ds = Dataset(args.data)
