@@ -89,9 +89,9 @@ def kernelbench_lines(ds, run):
 
 
 def study_lines(ds, runs):
-    lines = ["| seed | run | purpose | set | cases | estimate ≤10% | ≤25% | worst | "
-             "measure ≤10% | ≤25% | worst |", "|---|---|---|---|---:|---:|---:|---:|---:|---:|"
-             "---:|"]
+    lines = ["| seed | run | library | purpose | set | cases | estimate ≤10% | ≤25% | worst | "
+             "measure ≤10% | ≤25% | worst |", "|---|---|---|---|---|---:|---:|---:|---:|---:|"
+             "---:|---:|"]
     for run in sorted(runs, key=lambda r: (int(r["seed"]), r["date"], r["run_id"])):
         cases, summary = judge.study(ds, [run["run_id"]])
         for set_name, rules in summary.items():
@@ -102,8 +102,8 @@ def study_lines(ds, runs):
                           [f"{100 * s['within_10']:.0f}%", f"{100 * s['within_25']:.0f}%",
                            pct(s["worst"])])
             n = sum(1 for c in cases if c["set"] == set_name)
-            lines.append(f"| {run['seed']} | `{run['run_id']}` | {run['purpose']} | {set_name} | "
-                         f"{n} | " + " | ".join(cells) + " |")
+            lines.append(f"| {run['seed']} | `{run['run_id']}` | `{run['commit']}` | "
+                         f"{run['purpose']} | {set_name} | {n} | " + " | ".join(cells) + " |")
     return lines
 
 
@@ -139,8 +139,12 @@ def render(ds):
         studied = [r for r in mine if r["seed"]]
         if studied:
             out += ["### auto's rule on random shapes", "",
-                    "Per run and set: the share of cases (shape × floor) where auto is within "
-                    "10% and 25% of the best path, and the worst case.", ""]
+                    "Per run and set: the share of cases (shape × floor) where auto, as the "
+                    "library of the run's commit chose, is within 10% and 25% of the best path, "
+                    "and the worst case. A fit run times the explicit paths a rule is then "
+                    "fitted on; `before` / `after` runs time one seed before and after a rule "
+                    "change; `python3 -m tuning.judge RUN --replay-tool ...` judges the rule as "
+                    "built now on any run.", ""]
             out += study_lines(ds, studied) + [""]
     return "\n".join(out).rstrip("\n") + "\n"
 

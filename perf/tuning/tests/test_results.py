@@ -16,10 +16,10 @@ def test_page_from_the_fixture(dataset_dir):
         "| 16x4096x4096 | strict | fused_skinny/strict | 0.0500 | vendor/strict | 0.0660 | "
         "-24.2% | 2.00 |"]
     assert "| seed | 1024x8192x8192 | ModelNew | strict | - | 5/5 | 2.5000 | 1.20 |" in lines
-    assert ("| 7 | `gpu-random7` | held-out | held-out | 2 | 50% | 50% | +110.0% | 50% | 50% | "
-            "+140.0% |") in lines
-    assert ("| 7 | `gpu-random7` | held-out | fit | 1 | 100% | 100% | +0.0% | 0% | 0% | "
-            "+30.0% |") in lines
+    assert ("| 7 | `gpu-random7` | `bbbbbbb` | held-out | held-out | 2 | 50% | 50% | +110.0% | "
+            "50% | 50% | +140.0% |") in lines
+    assert ("| 7 | `gpu-random7` | `bbbbbbb` | held-out | fit | 1 | 100% | 100% | +0.0% | 0% | "
+            "0% | +30.0% |") in lines
     for stale in ("newest", "this session"):
         assert stale not in text.lower()
 
