@@ -22,7 +22,8 @@ has a row for each (auto's planning in the `planning` column, plan-making time i
 
 The raw outputs stay in --out beside the results: ours_<shape>[_<precision>].json,
 peers.json and peers-meta.json; the results are compare.csv, compare-summary.csv,
-compare.json, compare-meta.json and compare.png.
+compare.json, compare-meta.json, compare.png and run.csv, the run in the schema of perf/data/
+(`PYTHONPATH=perf python3 -m tuning.data add OUT --run-id ID --machine NAME` adds it there).
 """
 import argparse
 import csv
@@ -37,6 +38,7 @@ import sys
 from pathlib import Path
 
 from perf_common import BLAS_THREAD_VARIABLES, REFERENCE_PEER, parse_shape, shape_arg
+from tuning import data  # the dataset's schema (perf/tuning/, beside this file)
 
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parent
@@ -174,11 +176,11 @@ def run_ours(args, shape, out_dir, precision="strict"):
         elif rc != 0:
             status = max(status, rc)
         if part.exists():
-            data = json.loads(part.read_text())
+            loaded = json.loads(part.read_text())
             if merged is None:
-                merged = data
+                merged = loaded
             else:
-                merged["results"] += data.get("results", [])
+                merged["results"] += loaded.get("results", [])
             part.unlink()
     if merged is not None:
         target.write_text(json.dumps(merged, indent=1) + "\n")
@@ -206,15 +208,15 @@ def run_peers(args, shapes, out_dir):
 
 
 def load_ours(path):
-    """Rows of one perf-program JSON file (one per algorithm requested) and its config."""
+    """Rows of one perf-program JSON file (one per algorithm requested), its config and its
+    rows in the dataset's schema (tuning.data reads the file)."""
     rows = []
-    data = json.loads(path.read_text())
-    config = data.get("config", {})
-    precision = config.get("precision", "strict")
-    for r in data.get("results", []):
+    config, results = data.parse_perf_json(path)
+    precision = config["precision"]
+    for r in results:
         requested = r.get("algorithm_requested", "?")
-        ran = r.get("algorithm_ran") or requested
-        planning = r.get("planning") or "estimate"
+        ran = r["algorithm_ran"]
+        planning = r["planning"]
         name = f"FusedLinear {requested}" + (":measure" if planning == "measure" else "")
         if ran != requested:
             name += f" -> {ran}"
@@ -223,7 +225,7 @@ def load_ours(path):
         gemm = r.get("gemm", "")
         gflops = r.get("gflops")
         note = r.get("note") or r.get("error") or ""
-        rows.append(dict(shape=r.get("shape", config.get("shape")), source="FusedLinear",
+        rows.append(dict(shape=r["shape"], source="FusedLinear",
                          path=f"{name} [{gemm}]" if gemm else name,
                          median_ms=r.get("median_ms"), min_ms=r.get("min_ms"),
                          tflops=None if gflops is None else gflops / 1e3,
@@ -231,7 +233,8 @@ def load_ours(path):
                          unwritten=r.get("unwritten"), note=note, precision=precision,
                          algorithm=requested, ran=ran, planning=planning,
                          plan_ms=r.get("plan_ms")))
-    return rows, config
+    dataset = [d for d in (data.ours_row(config, r) for r in results) if d]
+    return rows, config, dataset
 
 
 def load_peers(path):
@@ -247,8 +250,9 @@ def precisions(args):
 
 
 def collect(args, shapes, out_dir):
-    """Runs (unless --no-run) and loads everything; returns (rows, perf configs, problems)."""
-    rows, configs, problems = [], [], []
+    """Runs (unless --no-run) and loads everything; returns (rows, perf configs, problems,
+    the run's rows in the dataset's schema)."""
+    rows, configs, problems, dataset = [], [], [], []
     for i, shape in enumerate(shapes, 1):
         for precision in precisions(args):
             path = ours_json(out_dir, shape, precision)
@@ -263,13 +267,14 @@ def collect(args, shapes, out_dir):
                 elif rc != 0:
                     problems.append(f"{shape}: the perf program ({precision}) exited with {rc}")
             if path.exists():
-                loaded, config = load_ours(path)
+                loaded, config, schema_rows = load_ours(path)
                 rows += loaded
                 configs.append(config)
+                dataset += schema_rows
             else:
                 problems.append(f"{shape}: no {path}")
     if args.peers is None:
-        return rows, configs, problems
+        return rows, configs, problems, dataset
     path = out_dir / "peers.json"
     if not args.no_run:
         log(f"PyTorch peers, all shapes at once: {args.peers}")
@@ -280,10 +285,12 @@ def collect(args, shapes, out_dir):
             problems.append(f"the peers script exited with {rc}")
     if path.exists():
         wanted = set(shapes)
-        rows += [r for r in load_peers(path) if r["shape"] in wanted]
+        peers = [r for r in load_peers(path) if r["shape"] in wanted]
+        rows += peers
+        dataset += [d for d in (data.peer_row(dict(r, peer=r["path"])) for r in peers) if d]
     else:
         problems.append(f"no {path}")
-    return rows, configs, problems
+    return rows, configs, problems, dataset
 
 
 # ------------------------------------------------------------------------- results
@@ -684,7 +691,7 @@ def main(argv=None):
     shapes = args.shape_list
     args.out.mkdir(parents=True, exist_ok=True)
 
-    rows, configs, problems = collect(args, shapes, args.out)
+    rows, configs, problems, dataset = collect(args, shapes, args.out)
     rows = arrange(rows, shapes)
     summary = summarize(rows, shapes)
     print(flush=True)
@@ -706,6 +713,7 @@ def main(argv=None):
     write_csv(rows, args.out / "compare.csv", COLUMNS)
     write_csv(summary, args.out / "compare-summary.csv", SUMMARY_COLUMNS)
     write_json(rows, summary, args.out / "compare.json", args)
+    data.write_run(args.out / "run.csv", dataset)
     meta_path = args.out / "compare-meta.json"
     if args.no_run and meta_path.exists():
         # Re-tabulating: the run's own metadata stays (date, machine, command); what changed is
@@ -717,7 +725,8 @@ def main(argv=None):
     else:
         meta = metadata(args, shapes, configs, problems, summary)
     meta_path.write_text(json.dumps(meta, indent=1) + "\n")
-    written = ["compare.csv", "compare-summary.csv", "compare.json", "compare-meta.json"]
+    written = ["compare.csv", "compare-summary.csv", "compare.json", "compare-meta.json",
+               "run.csv"]
     if plot(rows, shapes, args.out / "compare.png", args.peak_tflops, args.bandwidth_tbs,
             args.rough_roofline):
         written.append("compare.png")

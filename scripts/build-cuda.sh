@@ -4,9 +4,9 @@
 #   scripts/build-cuda.sh --bundle   also gather what a GPU machine needs to run the tests and
 #                                    the perf comparison into .device/ (git-ignored): the
 #                                    binaries, perf/compare.py, perf/torch_peers.py,
-#                                    perf/perf_common.py and perf/ab_auto.py (auto of the bundle
-#                                    against OLD_PERF's), the host runtime libraries the binaries
-#                                    link that a CUDA image may lack, the MPI example and
+#                                    perf/perf_common.py and perf/tuning/ (the dataset's schema,
+#                                    which compare.py writes), the host runtime libraries the
+#                                    binaries link that a CUDA image may lack, the MPI example and
 #                                    benchmark with an Open MPI runtime (where MPI was found),
 #                                    and OLD_PERF (a perf binary) if set, as
 #                                    .device/old/. Run it there with scripts/device-run.sh.
@@ -61,7 +61,8 @@ if [ "$bundle" -eq 1 ]; then
   find "$build_dir/tests" -maxdepth 1 -type f -executable -name 'fused_linear_tests*' \
     -exec cp {} "$d/bin/" \;
   cp "$build_dir/perf/fused_linear_perf" "$build_dir/examples/linear_leaky_relu_example" "$d/bin/"
-  cp perf/compare.py perf/torch_peers.py perf/perf_common.py perf/ab_auto.py "$d/"
+  cp perf/compare.py perf/torch_peers.py perf/perf_common.py "$d/"
+  mkdir -p "$d/tuning" && cp perf/tuning/*.py "$d/tuning/"
   git rev-parse --short HEAD > "$d/COMMIT" 2>/dev/null || echo unknown > "$d/COMMIT"
   git diff --quiet HEAD 2>/dev/null || sed -i 's/$/+dirty/' "$d/COMMIT"
   echo "$(basename "$prefix")" > "$d/KOKKOS"  # which Kokkos prefix the binaries were built against

@@ -8,8 +8,6 @@
 #   On the GPU machine, from the repository root, with .device-torch carried:
 #     bash scripts/device-torch.sh build tests    (about 5 min)
 #     bash scripts/device-torch.sh eval           (about 4 min; builds first if needed)
-#     bash scripts/device-torch.sh profile        (perf/kernelbench_profile.py: the kernels of
-#                                                 one call of each model, interleaved timing)
 #     bash scripts/device-torch.sh all            (build tests eval)
 #
 # .device-torch/ holds: kokkos-cuda/ (the Kokkos + Kokkos Kernels 3.4.01 CUDA prefix of
@@ -18,8 +16,7 @@
 # machine's Python has none). KOKKOS_PREFIX overrides the prefix's path.
 # Environment: OUT (default /tmp/fused-linear-out), PYTHON (default python3), CUDA_HOME
 # (default /usr/local/cuda), STEP_TIMEOUT (seconds per step, default none), EVAL_ARGS (extra
-# arguments of kernelbench_eval.py), PROFILE_ARGS (of kernelbench_profile.py), PYTEST_ARGS (extra
-# pytest arguments), JOBS, PACK (1: one archive, all.tgz, left in $OUT).
+# arguments of kernelbench_eval.py), PYTEST_ARGS (extra pytest arguments), JOBS, PACK (1: one archive, all.tgz, left in $OUT).
 # Exit status: 0 when every step passed; each step's status is printed as it ends.
 set -uo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
@@ -217,16 +214,10 @@ run_eval() {
   "${python}" perf/kernelbench_eval.py --out "${out}/kernelbench" ${EVAL_ARGS:-}
 }
 
-run_profile() {
-  export PYTHONPATH="${build}/python${PYTHONPATH:+:${PYTHONPATH}}"
-  "${python}" perf/kernelbench_profile.py ${PROFILE_ARGS:-}
-}
-
 built() { [ -f "${build}/python/fused_linear/libfused_linear_torch.so" ]; }
 
 export root carry out python jobs build
-export -f die diagnostics patched_prefix configure_and_build pytest_env run_tests run_eval \
-  run_profile
+export -f die diagnostics patched_prefix configure_and_build pytest_env run_tests run_eval
 
 [ $# -gt 0 ] || set -- build tests eval
 [ "$1" != all ] || set -- build tests eval
@@ -240,10 +231,7 @@ for s in "$@"; do
     eval)
       built || TAIL=40 step build configure_and_build
       built && TAIL=80 step eval run_eval ;;
-    profile)
-      built || TAIL=40 step build configure_and_build
-      built && TAIL=80 step profile run_profile ;;
-    *) die "unknown step '${s}' (prepare, build, tests, eval, profile, all)" ;;
+    *) die "unknown step '${s}' (prepare, build, tests, eval, all)" ;;
   esac
 done
 # PACK=1: everything under the output folder in one archive, alone there (a lease brings back

@@ -91,7 +91,7 @@ readonly PACKAGES=(build-essential cmake ninja-build git ca-certificates xz-util
                    "$BLAS_PACKAGE")
 # Open MPI for the MPI example and its test (host configuration; ~11 MB, under a minute); PyTorch
 # (CPU, 1.13) with its C++ library and pytest for the PyTorch extension built and tested on the host;
-# matplotlib for perf/make_results.py --plots.
+# matplotlib for `python3 -m tuning.results --plots` (perf/tuning/).
 readonly HOST_PACKAGES=(libopenmpi-dev openmpi-bin python3-torch python3-pytest libtorch-dev
                         python3-matplotlib)
 # Debian's HIP toolchain (ROCm 5.2.3, clang 15): only for the hip configuration.

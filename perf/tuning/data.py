@@ -1,0 +1,366 @@
+# SPDX-License-Identifier: Apache-2.0
+"""The dataset of measured runs (perf/data/): its one reader and writer.
+
+perf/data/runs.csv        one row per run (RUNS_COLUMNS)
+perf/data/runs/<id>.csv   the run's rows, ours and the PyTorch peers' (RUN_COLUMNS)
+perf/data/splits.csv      the random-shapes studies' sets: seed, shape, set (fit|held-out)
+perf/data/kernelbench.csv the KernelBench-style evaluations (KERNELBENCH_COLUMNS)
+
+perf/data/README.md says what each column means. The perf program's JSON (ours_*.json, as
+perf/compare.py leaves it in its --out folder) is read here too (parse_perf_json), so a new run
+joins the dataset with:
+
+    PYTHONPATH=perf python3 -m tuning.data add OUT_DIR --run-id h200-2027-01-05-random40 \\
+        --machine h200 --purpose held-out --seed 40
+    PYTHONPATH=perf python3 -m tuning.data check          # validate every file
+"""
+import argparse
+import csv
+import io
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+DATA = Path(__file__).resolve().parent.parent / "data"
+
+RUN_COLUMNS = ["M", "K", "N", "precision", "planning", "path", "source", "ran",
+               "precision_ran", "median_ms", "min_ms", "plan_ms", "rel_err", "chosen"]
+RUNS_COLUMNS = ["run_id", "date", "machine", "device", "threads", "kokkos", "commit", "dirty",
+                "purpose", "seed", "command"]
+SPLIT_COLUMNS = ["seed", "shape", "set"]
+KERNELBENCH_COLUMNS = ["run_id", "problem", "M", "K", "N", "impl", "precision", "ran",
+                       "correct", "mean_ms", "std_ms", "min_ms", "max_ms"]
+
+PRECISIONS = ("strict", "tf32", "3xtf32")
+PLANNINGS = ("estimate", "measure")
+SOURCES = ("ours", "peer")
+PURPOSES = ("sweep", "grid", "fit", "held-out", "before", "after", "kernelbench")
+SETS = ("fit", "held-out")
+INTS = ("M", "K", "N")
+FLOATS = ("median_ms", "min_ms", "plan_ms", "rel_err", "mean_ms", "std_ms", "max_ms")
+
+
+class DataError(ValueError):
+    """A dataset file that does not follow its schema; the message names the file and line."""
+
+
+def shape_name(row):
+    return f"{row['M']}x{row['K']}x{row['N']}"
+
+
+def parse_shape(text):
+    try:
+        M, K, N = (int(v) for v in text.split("x"))
+    except ValueError:
+        raise DataError(f"'{text}' is not a shape MxKxN") from None
+    return M, K, N
+
+
+def fmt(value):
+    """A cell: floats as repr (they read back to the same float), None as empty."""
+    if value is None:
+        return ""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, float):
+        return repr(value)
+    return str(value)
+
+
+# ------------------------------------------------------------------------- reading
+
+def _read(path, columns):
+    path = Path(path)
+    try:
+        text = path.read_text()
+    except OSError as e:
+        raise DataError(f"{path}: cannot read ({e.strerror})") from None
+    reader = csv.reader(io.StringIO(text))
+    header = next(reader, None)
+    if header != columns:
+        raise DataError(f"{path}:1: header {header} is not the schema's {columns}")
+    rows = []
+    for line, cells in enumerate(reader, 2):
+        if len(cells) != len(columns):
+            raise DataError(f"{path}:{line}: {len(cells)} cells, the schema has {len(columns)}")
+        rows.append((line, dict(zip(columns, cells))))
+    return path, rows
+
+
+def _number(path, line, row, key, kind, required):
+    text = row[key]
+    if text == "":
+        if required:
+            raise DataError(f"{path}:{line}: {key} is empty")
+        row[key] = None
+        return
+    try:
+        value = kind(text)
+    except ValueError:
+        raise DataError(f"{path}:{line}: {key} '{text}' is not a number") from None
+    if kind is int and value < 1:
+        raise DataError(f"{path}:{line}: {key} {value} is not positive")
+    if kind is float and key.endswith("_ms") and value < 0:
+        raise DataError(f"{path}:{line}: {key} {value} is negative")
+    row[key] = value
+
+
+def _choice(path, line, row, key, allowed):
+    if row[key] not in allowed:
+        raise DataError(f"{path}:{line}: {key} '{row[key]}' is not one of {', '.join(allowed)}")
+
+
+def read_run(path):
+    """The rows of one run file, typed (ints, floats, None for an empty cell)."""
+    path, rows = _read(path, RUN_COLUMNS)
+    out = []
+    for line, r in rows:
+        for key in INTS:
+            _number(path, line, r, key, int, True)
+        _choice(path, line, r, "source", SOURCES)
+        _number(path, line, r, "median_ms", float, True)
+        for key in ("min_ms", "plan_ms", "rel_err"):
+            _number(path, line, r, key, float, False)
+        if not r["path"]:
+            raise DataError(f"{path}:{line}: path is empty")
+        if r["source"] == "ours":
+            _choice(path, line, r, "precision", PRECISIONS)
+            _choice(path, line, r, "planning", PLANNINGS)
+            _choice(path, line, r, "precision_ran", PRECISIONS)
+            if not r["ran"]:
+                raise DataError(f"{path}:{line}: ran is empty on a row of ours")
+        r["shape"] = shape_name(r)
+        out.append(r)
+    return out
+
+
+def write_run(path, rows):
+    Path(path).write_text(run_text(rows))
+
+
+def run_text(rows):
+    buf = io.StringIO()
+    w = csv.writer(buf, lineterminator="\n")
+    w.writerow(RUN_COLUMNS)
+    for r in rows:
+        w.writerow([fmt(r.get(c)) for c in RUN_COLUMNS])
+    return buf.getvalue()
+
+
+class Dataset:
+    """perf/data/ (or another folder of the same layout, e.g. the tests' fixture)."""
+
+    def __init__(self, root=DATA):
+        self.root = Path(root)
+        path, rows = _read(self.root / "runs.csv", RUNS_COLUMNS)
+        self.runs = {}
+        for line, r in rows:
+            if not r["run_id"] or r["run_id"] in self.runs:
+                raise DataError(f"{path}:{line}: run_id '{r['run_id']}' empty or repeated")
+            _choice(path, line, r, "purpose", PURPOSES)
+            _number(path, line, r, "threads", int, False)
+            r["seed"] = r["seed"] or None
+            self.runs[r["run_id"]] = r
+        self._rows = {}
+        self._splits = None
+
+    def run(self, run_id):
+        if run_id not in self.runs:
+            raise DataError(f"{self.root / 'runs.csv'}: no run '{run_id}'")
+        return self.runs[run_id]
+
+    def rows(self, run_id):
+        self.run(run_id)
+        if run_id not in self._rows:
+            self._rows[run_id] = read_run(self.root / "runs" / f"{run_id}.csv")
+        return self._rows[run_id]
+
+    def splits(self):
+        """{seed: {shape: set}}"""
+        if self._splits is None:
+            path, rows = _read(self.root / "splits.csv", SPLIT_COLUMNS)
+            self._splits = {}
+            for line, r in rows:
+                _choice(path, line, r, "set", SETS)
+                parse_shape(r["shape"])
+                self._splits.setdefault(r["seed"], {})[r["shape"]] = r["set"]
+        return self._splits
+
+    def split(self, run_id):
+        """{shape: set} of the run's seed ({} when it has none)."""
+        seed = self.run(run_id)["seed"]
+        return self.splits().get(seed, {}) if seed else {}
+
+    def kernelbench(self):
+        path = self.root / "kernelbench.csv"
+        if not path.exists():
+            return []
+        path, rows = _read(path, KERNELBENCH_COLUMNS)
+        out = []
+        for line, r in rows:
+            if r["run_id"] not in self.runs:
+                raise DataError(f"{path}:{line}: run '{r['run_id']}' is not in runs.csv")
+            for key in INTS:
+                _number(path, line, r, key, int, True)
+            for key in ("mean_ms", "std_ms", "min_ms", "max_ms"):
+                _number(path, line, r, key, float, key == "mean_ms")
+            out.append(r)
+        return out
+
+    def check(self):
+        """Reads every file; a DataError on the first that breaks the schema."""
+        names = {p.stem for p in (self.root / "runs").glob("*.csv")}
+        kb = {r["run_id"] for r in self.kernelbench()}
+        for run_id, run in self.runs.items():
+            if run["purpose"] == "kernelbench":
+                if run_id not in kb:
+                    raise DataError(f"run '{run_id}' has no rows in kernelbench.csv")
+                continue
+            self.rows(run_id)
+            if run["seed"] and run["seed"] not in self.splits():
+                raise DataError(f"run '{run_id}': seed {run['seed']} not in splits.csv")
+        extra = names - set(self.runs)
+        if extra:
+            raise DataError(f"runs/ holds files of no run in runs.csv: {sorted(extra)}")
+        return len(self.runs)
+
+    def add(self, run_id, rows, entry):
+        """Writes runs/<run_id>.csv and appends (or replaces) its row of runs.csv."""
+        (self.root / "runs").mkdir(parents=True, exist_ok=True)
+        write_run(self.root / "runs" / f"{run_id}.csv", rows)
+        read_run(self.root / "runs" / f"{run_id}.csv")
+        self.runs[run_id] = dict(entry, run_id=run_id)
+        self._rows.pop(run_id, None)
+        write_table(self.root / "runs.csv", RUNS_COLUMNS, self.runs.values())
+
+
+def write_table(path, columns, rows):
+    buf = io.StringIO()
+    w = csv.writer(buf, lineterminator="\n")
+    w.writerow(columns)
+    for r in rows:
+        w.writerow([fmt(r.get(c)) for c in columns])
+    Path(path).write_text(buf.getvalue())
+
+
+# ------------------------------------------------------------------------- the perf program
+
+def parse_perf_json(path):
+    """(config, results) of one perf-program JSON file (fused_linear_perf --json): each result
+    with its shape, planning and algorithm_ran filled in where the file leaves them out."""
+    data = json.loads(Path(path).read_text())
+    config = data.get("config", {})
+    config.setdefault("precision", "strict")
+    results = []
+    for r in data.get("results", []):
+        r = dict(r)
+        r.setdefault("shape", config.get("shape"))
+        r["planning"] = r.get("planning") or "estimate"
+        r["algorithm_ran"] = r.get("algorithm_ran") or r.get("algorithm_requested", "?")
+        results.append(r)
+    return config, results
+
+
+def chosen_candidate(result):
+    """algorithm/precision/variant of the candidate a measured plan kept, or None."""
+    for m in result.get("measurements") or []:
+        if m.get("chosen"):
+            return f"{m['algorithm']}/{m['precision']}/{m.get('variant', 0)}"
+    return None
+
+
+def ours_row(config, r):
+    """One dataset row of a perf-program result; None for a path that did not run."""
+    if r.get("refused") or r.get("median_ms") is None:
+        return None
+    M, K, N = parse_shape(r["shape"])
+    return dict(M=M, K=K, N=N, precision=config["precision"], planning=r["planning"],
+                path=r.get("algorithm_requested"), source="ours", ran=r["algorithm_ran"],
+                precision_ran=r.get("precision_ran") or config["precision"],
+                median_ms=float(r["median_ms"]), min_ms=_float(r.get("min_ms")),
+                plan_ms=_float(r.get("plan_ms")), rel_err=_float(r.get("rel_err")),
+                chosen=chosen_candidate(r))
+
+
+def peer_row(r):
+    """One dataset row of torch_peers.py's JSON."""
+    if r.get("median_ms") is None:
+        return None
+    M, K, N = parse_shape(r["shape"])
+    return dict(M=M, K=K, N=N, path=r["peer"], source="peer", median_ms=float(r["median_ms"]),
+                min_ms=_float(r.get("min_ms")), rel_err=_float(r.get("rel_err")))
+
+
+def _float(v):
+    return None if v is None or v == "" else float(v)
+
+
+def from_compare_dir(out):
+    """The rows of a perf/compare.py --out folder: every ours_*.json, then peers.json."""
+    out = Path(out)
+    rows = []
+    for f in sorted(out.glob("ours_*.json")):
+        config, results = parse_perf_json(f)
+        rows += [r for r in (ours_row(config, x) for x in results) if r]
+    peers = out / "peers.json"
+    if peers.exists():
+        rows += [r for r in (peer_row(x) for x in json.loads(peers.read_text())) if r]
+    return rows
+
+
+def entry_from_meta(meta, machine, purpose, seed):
+    """runs.csv's row (less run_id) from compare.py's compare-meta.json."""
+    m = meta.get("machine") or {}
+    return dict(date=(meta.get("date") or "")[:10], machine=machine,
+                device=m.get("name") if m.get("kind") == "gpu" else m.get("cpu"),
+                threads=meta.get("threads"),
+                kokkos=(meta.get("kokkos") or {}).get("kokkos_version"),
+                commit=meta.get("git_commit"), dirty=meta.get("git_dirty"), purpose=purpose,
+                seed=seed, command=meta.get("command"))
+
+
+# ------------------------------------------------------------------------- command line
+
+def main(argv=None):
+    p = argparse.ArgumentParser(description="the dataset of measured runs (perf/data/)")
+    p.add_argument("--data", type=Path, default=DATA, help="the dataset folder (perf/data)")
+    sub = p.add_subparsers(dest="command", required=True)
+    sub.add_parser("check", help="validate every file of the dataset")
+    a = sub.add_parser("add", help="add a perf/compare.py --out folder as a run")
+    a.add_argument("out", type=Path, help="compare.py's --out folder")
+    a.add_argument("--run-id", required=True, help="e.g. h200-2027-01-05-random40")
+    a.add_argument("--machine", required=True, help="e.g. h200, host-2c")
+    a.add_argument("--purpose", choices=PURPOSES, default="held-out")
+    a.add_argument("--seed", default=None, help="the tuning.shapes seed its shapes were drawn with")
+    args = p.parse_args(argv)
+    try:
+        ds = Dataset(args.data)
+        if args.command == "check":
+            print(f"{args.data}: {ds.check()} runs, every file follows the schema")
+            return 0
+        run_csv = args.out / "run.csv"
+        rows = read_run(run_csv) if run_csv.exists() else from_compare_dir(args.out)
+        if not rows:
+            raise DataError(f"{args.out}: no run.csv and no ours_*.json")
+        meta_path = args.out / "compare-meta.json"
+        meta = json.loads(meta_path.read_text()) if meta_path.exists() else {}
+        entry = entry_from_meta(meta, args.machine, args.purpose, args.seed)
+        if not entry["commit"]:
+            entry["commit"] = _git_head()
+        ds.add(args.run_id, rows, entry)
+        print(f"added {args.run_id}: {len(rows)} rows")
+        return 0
+    except DataError as e:
+        print(f"tuning.data: {e}", file=sys.stderr)
+        return 1
+
+
+def _git_head():
+    done = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True,
+                          text=True, cwd=DATA.parent)
+    return done.stdout.strip() or None
+
+
+if __name__ == "__main__":
+    sys.exit(main())

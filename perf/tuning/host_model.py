@@ -1,0 +1,157 @@
+# SPDX-License-Identifier: Apache-2.0
+"""Fits the host cost model of auto's rule (HostRule::fused_ms, skinny_ms) to measured runs.
+
+For every shape the runs timed with both host kernels, the library's own terms
+(Impl::host_fused_terms, host_skinny_terms, printed by `fused_linear_replay_rule --host BLAS
+--threads T --terms`) are fitted to the measured medians: per kernel, non-negative coefficients
+minimising the relative squared error. tuning.rules writes the coefficients (4 significant
+digits) into HostRule.hpp; this prints them with each kernel's model error and how far the
+kernel the model picks is behind the faster one on the fitted runs. The held-out check is
+tuning.judge --replay-tool on runs the model was not fitted on.
+
+    PYTHONPATH=perf python3 -m tuning.host_model \\
+        --replay-tool build/host/perf/fused_linear_replay_rule     # the runs of rules/host.json
+"""
+import argparse
+import itertools
+import math
+import subprocess
+import sys
+from pathlib import Path
+
+from . import data
+from .judge import percentile
+
+KERNELS = ("fused", "fused_skinny")
+
+
+def solve(a, b):
+    """Gaussian elimination with partial pivoting; None when singular."""
+    n = len(b)
+    m = [row[:] + [b[i]] for i, row in enumerate(a)]
+    for c in range(n):
+        pivot = max(range(c, n), key=lambda r: abs(m[r][c]))
+        if abs(m[pivot][c]) < 1e-300:
+            return None
+        m[c], m[pivot] = m[pivot], m[c]
+        for r in range(n):
+            if r != c:
+                f = m[r][c] / m[c][c]
+                m[r] = [x - f * y for x, y in zip(m[r], m[c])]
+    return [m[i][n] / m[i][i] for i in range(n)]
+
+
+def fit(samples):
+    """Non-negative c minimising sum ((c . x) / t - 1)^2 over (x, t): every subset of the
+    coefficients solved by least squares (columns scaled), the best feasible one kept."""
+    if not samples:
+        return None
+    k = len(samples[0][0])
+    scale = [max(abs(x[j]) / t for x, t in samples) or 1.0 for j in range(k)]
+    rows = [[x[j] / t / scale[j] for j in range(k)] for x, t in samples]
+    best, best_err = None, math.inf
+    for size in range(1, k + 1):
+        for subset in itertools.combinations(range(k), size):
+            a = [[sum(r[i] * r[j] for r in rows) for j in subset] for i in subset]
+            b = [sum(r[i] for r in rows) for i in subset]
+            sol = solve(a, b)
+            if sol is None or min(sol) < 0:
+                continue
+            c = [0.0] * k
+            for i, v in zip(subset, sol):
+                c[i] = v / scale[i]
+            err = sum((sum(cj * xj for cj, xj in zip(c, x)) / t - 1) ** 2 for x, t in samples)
+            if err < best_err:
+                best, best_err = c, err
+    return best
+
+
+def measured(rows):
+    """{shape: {algorithm: least median}} of the explicit strict paths of the rows."""
+    out = {}
+    for r in rows:
+        if r["source"] == "ours" and r["precision"] == "strict" and r["path"] != "auto":
+            t = out.setdefault(r["shape"], {})
+            t[r["ran"]] = min(t.get(r["ran"], math.inf), r["median_ms"])
+    return out
+
+
+def terms(tool, blas, threads, shapes):
+    """{(shape, algorithm): [terms]} from the library (fused_linear_replay_rule --terms)."""
+    text = subprocess.run([str(tool), "--host", blas, "--threads", str(threads), "--terms"],
+                          input="\n".join(shapes) + "\n", capture_output=True, text=True,
+                          check=True).stdout
+    out = {}
+    for line in text.splitlines():
+        if line and not line.startswith("#"):
+            shape, algorithm, *values = line.split()
+            out[(shape, algorithm)] = [float(v) for v in values]
+    return out
+
+
+def fit_kernels(times, x):
+    """{kernel: coefficients} from {shape: {kernel: ms}} and {(shape, kernel): terms}."""
+    return {k: fit([(x[(s, k)], t[k]) for s, t in times.items()]) for k in KERNELS}
+
+
+def fit_runs(ds, run_ids, tool, threads, blas="generic"):
+    """(coefficients, times, terms) of the model fitted on runs of the dataset."""
+    rows = [r for run_id in run_ids for r in ds.rows(run_id)]
+    times = {s: t for s, t in measured(rows).items() if all(k in t for k in KERNELS)}
+    if not times:
+        raise data.DataError(f"runs {', '.join(run_ids)}: none timed both host kernels")
+    x = terms(tool, blas, threads, sorted(times))
+    return fit_kernels(times, x), times, x
+
+
+def predicted(c, x):
+    return sum(a * b for a, b in zip(c, x))
+
+
+def report_lines(coefficients, times, x, worst=8):
+    lines = []
+    for k in KERNELS:
+        c = coefficients[k]
+        errors = [abs(predicted(c, x[(s, k)]) / t[k] - 1) for s, t in times.items()]
+        lines.append(f"{k}: " + ", ".join(f"{v:.4g}" for v in c))
+        lines.append(f"  model error median {100 * percentile(errors, 50):.1f}%, 90th "
+                     f"{100 * percentile(errors, 90):.1f}%, worst {100 * max(errors):.1f}% "
+                     f"({len(errors)} shapes)")
+    gaps = []
+    for s, t in times.items():
+        choice = min(KERNELS, key=lambda k: predicted(coefficients[k], x[(s, k)]))
+        gaps.append((100 * (t[choice] / min(t[k] for k in KERNELS) - 1), s, choice))
+    g = [v for v, _, _ in gaps]
+    lines.append(f"choice behind the faster kernel: median {percentile(g, 50):.1f}%, 95th "
+                 f"{percentile(g, 95):.1f}%, worst {max(g):.1f}%, within 10% "
+                 f"{100 * sum(v <= 10 for v in g) / len(g):.0f}% ({len(g)} shapes)")
+    for v, s, choice in sorted(gaps, reverse=True)[:worst]:
+        lines.append(f"  {s}: {choice} {v:+.1f}%")
+    return lines
+
+
+def main(argv=None):
+    from . import rules
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("runs", nargs="*", help="run ids (default: the fit runs of rules/host.json)")
+    p.add_argument("--replay-tool", type=Path, required=True,
+                   help="the fused_linear_replay_rule program")
+    p.add_argument("--threads", type=int, default=None,
+                   help="the threads the runs used (default: rules/host.json's)")
+    p.add_argument("--data", type=Path, default=data.DATA, help="the dataset (perf/data)")
+    args = p.parse_args(argv)
+    try:
+        ds = data.Dataset(args.data)
+        spec = rules.load(args.data / "rules" / "host.json")
+        run_ids = args.runs or spec["fit"]["runs"]
+        threads = args.threads or spec["fit"]["threads"]
+        c, times, x = fit_runs(ds, run_ids, args.replay_tool, threads, spec["fit"]["blas"])
+    except data.DataError as e:
+        print(f"tuning.host_model: {e}", file=sys.stderr)
+        return 1
+    print("\n".join(report_lines(c, times, x)))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
