@@ -8,12 +8,17 @@
 #   On the GPU machine, from the repository root, with .device-torch carried:
 #     bash scripts/device-torch.sh build tests    (about 5 min)
 #     bash scripts/device-torch.sh eval           (about 4 min; builds first if needed)
+#     bash scripts/device-torch.sh suite          (the C++ test suite and example built there
+#                                                 with every execution space; GTEST_FILTER,
+#                                                 SUITE_TARGETS: a subset of them)
 #     bash scripts/device-torch.sh all            (build tests eval)
 #
 # .device-torch/ holds: kokkos-cuda/ (the Kokkos + Kokkos Kernels 3.4.01 CUDA prefix of
 # scripts/setup.sh cuda), deps/ (the host BLAS/LAPACK runtime the prefix links: Debian's BLIS,
-# reference LAPACK, gfortran), pytest/ (Debian's pure-Python pytest, used only when the GPU
-# machine's Python has none). KOKKOS_PREFIX overrides the prefix's path.
+# reference LAPACK, gfortran), gtest/ (Debian's GoogleTest, headers and static libraries, for
+# the suite), pytest/ (Debian's pure-Python pytest, used only when the GPU machine's Python has
+# none). `prepare PREFIX` carries another prefix (e.g. Kokkos 4.6's); KOKKOS_PREFIX overrides
+# the prefix's path on the GPU machine.
 # Environment: OUT (default /tmp/fused-linear-out), PYTHON (default python3), CUDA_HOME
 # (default /usr/local/cuda), STEP_TIMEOUT (seconds per step, default none), EVAL_ARGS (extra
 # arguments of kernelbench_eval.py), PYTEST_ARGS (extra pytest arguments), JOBS, PACK (1: one archive, all.tgz, left in $OUT).
@@ -39,6 +44,10 @@ prepare() {
   done
   ldd "${carry}/deps/liblapack.so.3" | awk '/=>/ {print $3}' |
     grep -E 'lib(gfortran|quadmath)' | xargs -r -I{} cp -L {} "${carry}/deps/"
+  mkdir -p "${carry}/gtest/include" "${carry}/gtest/lib"
+  cp -a /usr/include/gtest "${carry}/gtest/include/"
+  cp -L /usr/lib/x86_64-linux-gnu/libgtest.a /usr/lib/x86_64-linux-gnu/libgtest_main.a \
+    "${carry}/gtest/lib/"
   local d=/usr/lib/python3/dist-packages
   for p in pytest _pytest pluggy iniconfig attr attrs packaging py py.py \
            pytest-*.dist-info pluggy-*.egg-info iniconfig-*.egg-info; do
@@ -216,8 +225,33 @@ run_eval() {
 
 built() { [ -f "${build}/python/fused_linear/libfused_linear_torch.so" ]; }
 
+# The C++ suite with every execution space of the prefix (OpenMP, Serial beside CUDA), the
+# reinitialisation test and the example, built here against the carried prefix and GoogleTest.
+run_suite() {
+  local prefix gen=() suite="${root}/build/device-suite"
+  prefix="$(patched_prefix)" || die "cannot prepare the Kokkos prefix (above)"
+  command -v ninja > /dev/null && gen=(-G Ninja)
+  cmake -S "${root}" -B "${suite}" "${gen[@]}" -DCMAKE_BUILD_TYPE=Release \
+    "-DCMAKE_PREFIX_PATH=${prefix}" "-DGTEST_ROOT=${carry}/gtest" \
+    "-DCMAKE_CXX_COMPILER=${prefix}/bin/nvcc_wrapper" "-DCMAKE_CUDA_COMPILER=${CUDA_HOME}/bin/nvcc" \
+    -DFusedLinear_ENABLE_HEADER_CHECKS=OFF -DFusedLinear_ENABLE_PERF=OFF || return 1
+  local targets=(${SUITE_TARGETS:-fused_linear_tests fused_linear_tests_reinitialize linear_leaky_relu_example})
+  cmake --build "${suite}" -j "${jobs}" --target "${targets[@]}" || return 1
+  local rc=0 t
+  for t in "${targets[@]}"; do
+    case "${t}" in
+      fused_linear_tests) "${suite}/tests/${t}" --gtest_filter="${GTEST_FILTER:-*}" \
+                            --gtest_output="xml:${out}/gtest.xml" || rc=1 ;;
+      fused_linear_tests_reinitialize) "${suite}/tests/${t}" || rc=1 ;;
+      linear_leaky_relu_example) "${suite}/examples/${t}" 1000 3000 2000 || rc=1 ;;
+    esac
+  done
+  return "${rc}"
+}
+
 export root carry out python jobs build
-export -f die diagnostics patched_prefix configure_and_build pytest_env run_tests run_eval
+export -f die diagnostics patched_prefix configure_and_build pytest_env run_tests run_eval \
+  run_suite
 
 [ $# -gt 0 ] || set -- build tests eval
 [ "$1" != all ] || set -- build tests eval
@@ -231,7 +265,8 @@ for s in "$@"; do
     eval)
       built || TAIL=40 step build configure_and_build
       built && TAIL=80 step eval run_eval ;;
-    *) die "unknown step '${s}' (prepare, build, tests, eval, all)" ;;
+    suite) TAIL=60 step suite run_suite ;;
+    *) die "unknown step '${s}' (prepare, build, tests, eval, suite, all)" ;;
   esac
 done
 # PACK=1: everything under the output folder in one archive, alone there (a lease brings back
