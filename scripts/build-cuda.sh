@@ -6,8 +6,8 @@
 #                                    binaries, perf/compare.py, perf/torch_peers.py,
 #                                    perf/perf_common.py and perf/tuning/ (the dataset's schema,
 #                                    which compare.py writes), the host runtime libraries the
-#                                    binaries link that a CUDA image may lack, the MPI example and
-#                                    benchmark with an Open MPI runtime (where MPI was found),
+#                                    binaries link that a CUDA image may lack, the MPI example (with
+#                                    its --bench) and an Open MPI runtime (where MPI was found),
 #                                    and OLD_PERF (a perf binary) if set, as
 #                                    .device/old/. Run it there with scripts/device-run.sh.
 #   scripts/build-cuda.sh --kokkos-source PATH --kernels-source PATH [--no-deprecated] [--bundle]
@@ -73,13 +73,11 @@ if [ "$bundle" -eq 1 ]; then
   for bin in "$d"/bin/*; do
     ldd "$bin" | awk '/=> \// { print $3 }'
   done | sort -u | grep -E 'lib(gomp|blas|lapack|gfortran|quadmath|blis)' | xargs -r -I{} cp -L {} "$d/lib/"
-  # The MPI example and benchmark with a relocatable Open MPI runtime (device-run.sh mpi), where
-  # they were built.
-  mpi_bins=("$build_dir/examples/mpi_sharded/mpi_sharded_linear"
-            "$build_dir/perf/mpi/mpi_sharded_bench")
-  if [ -x "${mpi_bins[0]}" ] && [ -x "${mpi_bins[1]}" ]; then
-    cp "${mpi_bins[@]}" "$d/bin/"
-    bash examples/mpi_sharded/bundle_openmpi.sh "$d/mpi" "${mpi_bins[@]}" >/dev/null
+  # The MPI example with a relocatable Open MPI runtime (device-run.sh mpi), where it was built.
+  mpi_bin="$build_dir/examples/mpi_sharded/mpi_sharded_linear"
+  if [ -x "$mpi_bin" ]; then
+    cp "$mpi_bin" "$d/bin/"
+    bash examples/mpi_sharded/bundle_openmpi.sh "$d/mpi" "$mpi_bin" >/dev/null
   fi
   strip --strip-debug "$d"/bin/* 2>/dev/null || true
   # One archive beside it, a third of the size, to carry to the GPU machine (device-run.sh

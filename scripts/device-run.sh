@@ -13,7 +13,7 @@
 #   scripts/device-run.sh profile                kernel times and speed-of-light (ncu) of one
 #                                                perf run at the reference shape
 #   scripts/device-run.sh huge                   the 64-bit indexing tests (about 11 GB each)
-#   scripts/device-run.sh mpi                    examples/mpi_sharded and perf/mpi's benchmark, 2
+#   scripts/device-run.sh mpi                    examples/mpi_sharded, checked and --bench, 2
 #                                                ranks sharing the one GPU (correctness), with the
 #                                                Open MPI runtime bundled in .device/mpi
 #                                                (examples/mpi_sharded/bundle_openmpi.sh)
@@ -98,8 +98,8 @@ while [ $# -gt 0 ]; do
         export OMP_NUM_THREADS=4
         mpiexec -np 2 --bind-to none "$DEVICE_DIR"/bin/mpi_sharded_linear 500 1000 700 || exit 1
         for p in strict 3xtf32; do
-          mpiexec -np 2 --bind-to none "$DEVICE_DIR"/bin/mpi_sharded_bench --m 1024 --k 8192 \
-            --n 8192 --precision $p --reps 10 || exit 1
+          mpiexec -np 2 --bind-to none "$DEVICE_DIR"/bin/mpi_sharded_linear 1024 8192 8192 \
+            --bench --precision $p --reps 10 || exit 1
         done' ;;
     huge)
       shift

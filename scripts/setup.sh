@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Installs everything FusedLinear needs on a Debian bookworm machine, idempotently:
-#   1. Debian binary packages (compilers, CMake, Ninja, GoogleTest, Google Benchmark, LAPACK, an
-#      optimised BLAS: BLIS, OpenMP build, selected as libblas.so.3; Open MPI for host);
+#   1. Debian binary packages (compilers, CMake, Ninja, GoogleTest, LAPACK, an optimised BLAS:
+#      BLIS, OpenMP build, selected as libblas.so.3; for host also Open MPI, PyTorch, pytest and
+#      matplotlib; for hip Debian's HIP toolchain);
 #   2. deb-src entries derived from the machine's own apt sources (no host is named here);
 #   3. Kokkos and Kokkos Kernels, patched (cmake/patches: one patch per version) and installed
 #      into a cache prefix outside the repository, one prefix per version and configuration,
@@ -87,7 +88,7 @@ done
 # or OMP_NUM_THREADS is set. libblas-dev/liblapack-dev for linking (-lblas, -llapack).
 readonly BLAS_PACKAGE=libblis4-openmp BLAS_DIR=blis-openmp
 readonly PACKAGES=(build-essential cmake ninja-build git ca-certificates xz-utils patch python3
-                   googletest libgtest-dev libbenchmark-dev libblas-dev liblapack-dev
+                   googletest libgtest-dev libblas-dev liblapack-dev
                    "$BLAS_PACKAGE")
 # Open MPI for the MPI example and its test (host configuration; ~11 MB, under a minute); PyTorch
 # (CPU, 1.13) with its C++ library and pytest for the PyTorch extension built and tested on the host;

@@ -9,7 +9,7 @@
 # PROGRAM given, the libraries it needs too, except CUDA's (the target machine has its own).
 #
 #   usage: bundle_openmpi.sh DEST [PROGRAM...]
-#   there: source DEST/env.sh && mpiexec -np 2 ./mpi_sharded_bench ...
+#   there: source DEST/env.sh && mpiexec -np 2 ./mpi_sharded_linear ...
 #
 # Open MPI finds its plugins and help texts from OPAL_PREFIX, PMIx its own from PMIX_PREFIX,
 # PMIX_LIBDIR and PMIX_DATADIR: env.sh sets them to where the folder lies, with PATH and
