@@ -11,6 +11,9 @@
 //   python3 perf/fit_rule.py --shapes perf/results/random-shapes-22.json --replay choices.txt
 //       perf/results/h200-2026-12-02-random22
 //   fused_linear_replay_rule --host generic --threads 2 [--terms] SHAPES...
+// --golden prints the golden dispatch table instead (tests/support/GoldenProfiles.hpp: every
+// profile x shape x floor, CSV), which src/FusedLinear/impl/rules/dispatch-golden.csv holds:
+//   fused_linear_replay_rule --golden > src/FusedLinear/impl/rules/dispatch-golden.csv
 #include <cstdint>
 #include <iostream>
 #include <sstream>
@@ -19,6 +22,7 @@
 #include <vector>
 
 #include "FusedLinear/impl/Dispatch.hpp"
+#include "support/GoldenProfiles.hpp"
 
 namespace {
 
@@ -78,7 +82,8 @@ bool parse(const std::string& text, Impl::Shape& s) {
 int usage(const std::string& problem) {
   std::cerr << "fused_linear_replay_rule: " << problem
             << "\nusage: fused_linear_replay_rule [--host optimized|generic|reference "
-               "[--threads T] [--terms]] [SHAPE...]\n";
+               "[--threads T] [--terms]] [SHAPE...]\n"
+               "       fused_linear_replay_rule --golden\n";
   return 2;
 }
 
@@ -87,7 +92,7 @@ int usage(const std::string& problem) {
 int main(int argc, char** argv) {
   const std::vector<std::string> args(argv + 1, argv + argc);
   std::vector<std::string> shapes;
-  bool host = false, terms = false;
+  bool host = false, terms = false, golden = false;
   Impl::HostBlas host_blas = Impl::HostBlas::Optimized;
   std::int64_t threads = 1;
   for (std::size_t i = 0; i < args.size(); ++i) {
@@ -102,11 +107,19 @@ int main(int argc, char** argv) {
         return usage("--threads takes a positive count");
     } else if (args[i] == "--terms") {
       terms = true;
+    } else if (args[i] == "--golden") {
+      golden = true;
     } else {
       shapes.push_back(args[i]);
     }
   }
   if (terms && !host) return usage("--terms is for --host");
+  if (golden) {
+    if (args.size() != 1) return usage("--golden takes no other argument");
+    std::cout << FusedLinearGolden::csv_header() << '\n';
+    for (const std::string& row : FusedLinearGolden::csv_rows()) std::cout << row << '\n';
+    return 0;
+  }
   if (shapes.empty())
     for (std::string line; std::getline(std::cin, line);)
       if (!line.empty()) shapes.push_back(line);

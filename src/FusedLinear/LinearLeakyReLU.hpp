@@ -14,7 +14,7 @@
 
 #include "FusedLinear/Types.hpp"
 #include "FusedLinear/impl/Checks.hpp"
-#include "FusedLinear/impl/Dispatch.hpp"
+#include "FusedLinear/impl/Errors.hpp"
 #include "FusedLinear/impl/PlanCache.hpp"
 #include "FusedLinear/impl/PlanImpl.hpp"
 #include "FusedLinear/impl/cuda/Device.hpp"

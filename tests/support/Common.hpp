@@ -1,7 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
-// What every test file names: the library's types in the test namespace, the default execution
-// space, the precisions, two string predicates, the debug build's scale and the seed of the
-// randomised tests.
+// What every test file names: Basics.hpp, the library's types in the test namespace, the default
+// execution space, the debug build's scale and the seed of the randomised tests.
 #ifndef FUSED_LINEAR_TEST_SUPPORT_COMMON_HPP
 #define FUSED_LINEAR_TEST_SUPPORT_COMMON_HPP
 
@@ -12,6 +11,8 @@
 #include <Kokkos_Core.hpp>
 
 #include <FusedLinear.hpp>
+
+#include "Basics.hpp"
 
 namespace FusedLinearTest {
 
@@ -26,15 +27,6 @@ using FusedLinear::Tuning;
 
 using ExecSpace = Kokkos::DefaultExecutionSpace;
 using MemorySpace = ExecSpace::memory_space;
-
-constexpr Precision all_precisions[] = {Precision::Strict, Precision::TF32, Precision::TF32x3};
-
-inline bool starts_with(const std::string& s, const std::string& prefix) {
-  return s.rfind(prefix, 0) == 0;
-}
-inline bool contains(const std::string& s, const std::string& part) {
-  return s.find(part) != std::string::npos;
-}
 
 /// The debug build (Kokkos debug and bounds checks, sanitizers, -O1) runs several times slower:
 /// its largest cases take 1/debug_scale of their rows there, which runs the same code (the other

@@ -17,6 +17,7 @@
 #include <Kokkos_Core.hpp>
 
 #include "FusedLinear/impl/Dispatch.hpp"
+#include "FusedLinear/impl/Errors.hpp"
 
 namespace FusedLinear {
 namespace Impl {

@@ -9,10 +9,10 @@
 #define FUSED_LINEAR_IMPL_DISPATCH_HPP
 
 #include <cstdint>
-#include <stdexcept>
 #include <string>
 
 #include "FusedLinear/Types.hpp"
+#include "FusedLinear/impl/Errors.hpp"
 #include "FusedLinear/impl/cuda/Sm90Splits.hpp"
 #include "FusedLinear/impl/kernels/HostTiles.hpp"
 #include "FusedLinear/impl/rules/GpuRule.hpp"
@@ -175,8 +175,7 @@ inline Algorithm strict_auto(const Shape& s, const Facts& f) {
       return Algorithm::Vendor;
     return Algorithm::Fused;
   }
-  const bool small_w =
-      s.K <= GpuRule::sm90_skinny_min_k && s.N * s.K <= GpuRule::sm90_skinny_min_w;
+  const bool small_w = s.K <= GpuRule::sm90_skinny_min_k && s.N * s.K <= GpuRule::sm90_skinny_min_w;
   const std::int64_t sm90_ctas =
       (s.N + GpuRule::sm90_skinny_tile - 1) / GpuRule::sm90_skinny_tile * Sm90::max_splits;
   const bool few_tiles_long_k =
@@ -213,15 +212,6 @@ inline bool tf32x3_slower(const Shape& s) {
          (tiles < GpuRule::tf32x3_min_tiles && work < GpuRule::tf32x3_few_tiles_work) ||
          double(s.N) < GpuRule::tf32x3_min_n_use * double(n_tiles * t) ||
          (s.K % 4 != 0 && s.M < GpuRule::tf32x3_padded_min_rows) || s.K <= GpuRule::tf32x3_min_k;
-}
-
-[[noreturn]] inline void refuse(const char* function, const std::string& problem) {
-  throw std::invalid_argument(std::string(function) + ": " + problem);
-}
-
-inline void append(std::string& note, const std::string& more) {
-  note += note.empty() ? "" : "; ";
-  note += more;
 }
 
 /// The path, precision and GEMM a request runs; throws std::invalid_argument naming

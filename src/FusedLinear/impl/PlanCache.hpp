@@ -23,7 +23,7 @@
 #include <Kokkos_Core.hpp>
 
 #include "FusedLinear/Types.hpp"
-#include "FusedLinear/impl/Dispatch.hpp"  // refuse
+#include "FusedLinear/impl/Errors.hpp"
 #include "FusedLinear/impl/cuda/Device.hpp"
 #include "FusedLinear/impl/kernels/Common.hpp"
 

@@ -18,6 +18,7 @@
 #include "FusedLinear/Epilogue.hpp"
 #include "FusedLinear/Types.hpp"
 #include "FusedLinear/impl/Dispatch.hpp"
+#include "FusedLinear/impl/Errors.hpp"
 #include "FusedLinear/impl/cuda/Device.hpp"
 
 namespace FusedLinear {
