@@ -3,17 +3,15 @@
 // arguments or one per line on standard input) under Algorithm::Auto at the strict and 3xtf32
 // floors, for contiguous, 16-byte aligned row-major float Views (what the perf program makes)
 // and the facts of an H200 or, with --host, of a host (its BLAS optimised for the CPU or not,
-// --threads threads, AVX-512 tiles). perf/fit_rule.py --replay reads the output beside the
-// runs' per-path times, so a change to the rule is judged on every stored run before it
-// reaches the machine; --terms prints the host cost model's terms instead, which
-// perf/fit_host_model.py fits the model's coefficients to:
-//   fused_linear_replay_rule $(python3 perf/random_shapes.py --seed 22 --count 24) > choices.txt
-//   python3 perf/fit_rule.py --shapes perf/results/random-shapes-22.json --replay choices.txt
-//       perf/results/h200-2026-12-02-random22
+// --threads threads, AVX-512 tiles). tuning.judge --replay-tool reads the output beside the
+// runs' per-path times, so a change to the rule is judged on every stored run before it reaches
+// the machine; --terms prints the host cost model's terms instead, which tuning.host_model fits
+// the model's coefficients to; --golden prints the golden dispatch table (every profile x shape
+// x floor of tests/support/GoldenProfiles.hpp, CSV), which tuning.rules writes to
+// src/FusedLinear/impl/rules/dispatch-golden.csv:
+//   fused_linear_replay_rule SHAPES...
 //   fused_linear_replay_rule --host generic --threads 2 [--terms] SHAPES...
-// --golden prints the golden dispatch table instead (tests/support/GoldenProfiles.hpp: every
-// profile x shape x floor, CSV), which src/FusedLinear/impl/rules/dispatch-golden.csv holds:
-//   fused_linear_replay_rule --golden > src/FusedLinear/impl/rules/dispatch-golden.csv
+//   fused_linear_replay_rule --golden
 #include <cstdint>
 #include <iostream>
 #include <sstream>
