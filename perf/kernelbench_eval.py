@@ -52,7 +52,6 @@ import sys
 import time
 
 import torch
-import torch.nn as nn
 import torch.nn.functional as F
 
 from compare import SWEEPS  # the host sweep's shapes, beside this file
@@ -60,27 +59,14 @@ from perf_common import parse_shape
 
 try:
     import fused_linear
+    from fused_linear.reference import Model
 except ImportError as e:  # the usual cause: <build>/python not on PYTHONPATH
     sys.exit(f"kernelbench_eval: cannot import fused_linear ({e}); run with "
              "PYTHONPATH=<build>/python")
 
 
 # ------------------------------------------------------------------ the problem, as KernelBench
-class Model(nn.Module):
-    """The reference: a GEMM, a multiplication by a scalar, a LeakyReLU."""
-
-    def __init__(self, in_features, out_features, multiplier, negative_slope):
-        super().__init__()
-        self.gemm = nn.Linear(in_features, out_features)
-        self.multiplier = multiplier
-        self.leaky_relu = nn.LeakyReLU(negative_slope)
-
-    def forward(self, x):
-        x = self.gemm(x)
-        x = x * self.multiplier
-        return self.leaky_relu(x)
-
-
+# Model: the reference (fused_linear.reference); ModelNew: the drop-in at a precision and path.
 def model_new_class(precision, algorithm="auto"):
     class ModelNew(fused_linear.FusedLinearLeakyReLU):
         def __init__(self, in_features, out_features, multiplier, negative_slope):

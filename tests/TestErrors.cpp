@@ -11,7 +11,7 @@
 #include <vector>
 #include <string>
 
-#include "TestHelpers.hpp"
+#include "support/TestHelpers.hpp"
 
 namespace {
 

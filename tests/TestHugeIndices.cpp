@@ -14,7 +14,7 @@
 #include <initializer_list>
 #include <vector>
 
-#include "TestHelpers.hpp"
+#include "support/TestHelpers.hpp"
 
 namespace {
 

@@ -7,7 +7,7 @@
 #include <utility>
 #include <vector>
 
-#include "TestHelpers.hpp"
+#include "support/TestHelpers.hpp"
 
 namespace {
 

@@ -16,7 +16,7 @@
 #include <string>
 #include <vector>
 
-#include "TestHelpers.hpp"
+#include "support/TestHelpers.hpp"
 
 #include <FusedLinear/impl/kernels/Tf32Split.hpp>
 

@@ -7,7 +7,7 @@
 #include <limits>
 #include <random>
 
-#include "TestHelpers.hpp"
+#include "support/TestHelpers.hpp"
 
 namespace {
 

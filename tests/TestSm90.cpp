@@ -6,7 +6,7 @@
 #include <cstdint>
 #include <string>
 
-#include "TestHelpers.hpp"
+#include "support/TestHelpers.hpp"
 
 namespace {
 

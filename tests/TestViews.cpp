@@ -15,7 +15,7 @@
 #include <utility>
 #include <vector>
 
-#include "TestHelpers.hpp"
+#include "support/TestHelpers.hpp"
 
 namespace {
 

@@ -19,7 +19,7 @@
 #include <utility>
 #include <vector>
 
-#include "TestHelpers.hpp"
+#include "support/TestHelpers.hpp"
 #include "support/TypedLayer.hpp"
 
 namespace FusedLinearTest {

@@ -9,16 +9,8 @@ __all__ = ["FusedLinearLeakyReLU"]
 class FusedLinearLeakyReLU(nn.Module):
     """``leaky_relu(gemm(x) * multiplier, negative_slope)`` as one FusedLinear call.
 
-    A drop-in for the reference model::
-
-        class Model(nn.Module):
-            def __init__(self, in_features, out_features, multiplier, negative_slope):
-                super().__init__()
-                self.gemm = nn.Linear(in_features, out_features)
-                self.multiplier = multiplier
-                self.leaky_relu = nn.LeakyReLU(negative_slope)
-            def forward(self, x):
-                return self.leaky_relu(self.gemm(x) * self.multiplier)
+    A drop-in for the reference model, :class:`fused_linear.reference.Model`
+    (``nn.Linear -> * multiplier -> nn.LeakyReLU``).
 
     The parameters live in an ``nn.Linear`` named ``gemm``, made the same way: the same
     initialisation drawing the same random numbers (a model built after the same seed has the

@@ -6,19 +6,7 @@ from torch import nn
 
 import fused_linear
 from conftest import assert_strict
-
-
-class Model(nn.Module):
-    """The reference model (KernelBench level 2, Gemm_Multiply_LeakyReLU)."""
-
-    def __init__(self, in_features, out_features, multiplier, negative_slope):
-        super().__init__()
-        self.gemm = nn.Linear(in_features, out_features)
-        self.multiplier = multiplier
-        self.leaky_relu = nn.LeakyReLU(negative_slope)
-
-    def forward(self, x):
-        return self.leaky_relu(self.gemm(x) * self.multiplier)
+from fused_linear.reference import Model
 
 
 ARGS = (96, 40, 2.0, 0.1)

@@ -23,7 +23,7 @@ using FusedLinear::Gemm;
 using FusedLinear::Options;
 using FusedLinear::Precision;
 using FusedLinear::RunInfo;
-using FusedLinear::Tuning;
+using FusedLinear::Experimental::Tuning;
 
 using ExecSpace = Kokkos::DefaultExecutionSpace;
 using MemorySpace = ExecSpace::memory_space;

@@ -151,7 +151,7 @@ struct PlanKey {
   std::uint64_t alignments;  // log2 of min(256, alignment) of X, W, b, Y, 8 bits each
   double multiplier, slope;
   std::uint64_t partials_limit;
-  std::uint64_t measure_clock;  // Tuning::measure_clock's address (tests): another plan
+  std::uint64_t measure_clock;  // options.tuning.measure_clock (tests): another plan
   std::int32_t algorithm, precision, splits, sm90_kernel;
   std::int32_t planning, unused;
 

@@ -141,7 +141,7 @@ class PlanImpl {
     if (m_shape.M == 0 || m_shape.N == 0 || m_shape.K == 0) return Measured::Nothing;
     const std::vector<Choice> candidates = measure_candidates(request, m_shape, facts, s.function);
     if (candidates.size() == 1 && !has_variants(candidates[0])) return Measured::Nothing;
-    const Tuning& tuning = s.options.tuning;
+    const Experimental::Tuning& tuning = s.options.tuning;
     const std::string key = wisdom_key(s.exec, s.X, s.W, s.b, s.Y, request, tuning, candidates);
     if (const auto known = WisdomStore::instance().find(key)) {
       // Only a candidate: wisdom edited by hand or for another build must not run a refused path.

@@ -113,7 +113,7 @@ inline int alignment_class(const void* p) {
 /// the values (multiplier and slope only through "multiplier 0", which changes the candidates).
 template <class ExecSpace, class XView, class WView, class BView, class YView>
 std::string wisdom_key(const ExecSpace& exec, const XView& X, const WView& W, const BView& b,
-                       const YView& Y, const Request& r, const Tuning& t,
+                       const YView& Y, const Request& r, const Experimental::Tuning& t,
                        const std::vector<Choice>& candidates) {
   using Scalar = typename YView::non_const_value_type;
   std::ostringstream os;

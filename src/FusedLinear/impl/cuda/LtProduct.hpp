@@ -79,7 +79,7 @@ struct AddPartialSums {
 /// [hi | lo] (K padded with zeros to whole ranges): one TF32 product over both parts gives
 /// lo.hi + hi.lo, then hi.hi is added tf32x3_chunk columns at a time, either as one strided
 /// batch of the ranges' sums plus one pass adding them to Y in order (where they fit in
-/// Tuning::tf32x3_partials_limit bytes: small Y, long K, where it is much faster;
+/// Experimental::Tuning::tf32x3_partials_limit bytes: small Y, long K, where it is much faster;
 /// docs/design/vendor-paths.md), or range by range with cuBLASLt adding each to Y (beta = 1).
 template <class Scalar, class Layout>
 class LtProduct {

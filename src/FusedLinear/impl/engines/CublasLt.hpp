@@ -84,7 +84,7 @@ class CublasLtEngine<ExecSpace, XView, WView, BView, YView, true> {
  public:
   explicit CublasLtEngine(const EngineSetup<ExecSpace, XView, WView, BView, YView>& s)
       : m_ep(s.ep), m_algorithm(s.decision.algorithm), m_bias(s.decision.bias_in_gemm) {
-    const Tuning& t = s.options.tuning;
+    const Experimental::Tuning& t = s.options.tuning;
     m_lt.reset(new Lt(s.X, s.W, s.Y, m_bias, s.decision.precision, t.tf32x3_partials_limit,
                       s.lt_algorithms, s.decision.lt_variant));
     m_workspace = Workspace<Memory>(Workspace<Memory>::piece(m_lt->workspace_bytes()), s.function,

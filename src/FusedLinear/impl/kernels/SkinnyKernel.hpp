@@ -27,8 +27,8 @@ namespace Impl {
 /// spills; why these values: docs/design/skinny-kernel.md#gpu-design.
 ///
 /// Host: fused_skinny runs HostSkinnyKernel; this kernel runs there only where
-/// Tuning::skinny_splits forces split K, so that tests exercise the split-K fix-up on a CPU:
-/// one thread per team, X read in place, the 4 columns' multiply-adds as one SIMD vector
+/// Experimental::Tuning::skinny_splits forces split K, so that tests exercise the split-K fix-up on
+/// a CPU: one thread per team, X read in place, the 4 columns' multiply-adds as one SIMD vector
 /// (`simd_columns`; docs/design/skinny-kernel.md#host-variant).
 template <class ExecSpace, class Scalar, bool Tall, bool Host = is_host_space<ExecSpace>()>
 struct SkinnyTiles {
@@ -325,8 +325,8 @@ struct SkinnyLinearKernel {
 /// busy (small problems; N of a few thousand), each tile's K is cut into `splits` ranges of
 /// whole chunks, one team each, and the tile's last team to finish adds their partial sums in
 /// order and applies the epilogue (fix_up): still one launch, and no pass over Y before it.
-/// `forced` > 0 takes that many splits on any backend (Tuning::skinny_splits: tests take the
-/// fix-up on the host too).
+/// `forced` > 0 takes that many splits on any backend (Experimental::Tuning::skinny_splits: tests
+/// take the fix-up on the host too).
 struct SkinnySplit {
   int splits = 1;
   std::int64_t chunks_per_split = 0;

@@ -1,12 +1,12 @@
 // SPDX-License-Identifier: Apache-2.0
-// The contract test's vocabulary (TestContract.cpp): the View types a case is built from (one
+// The contract suites' vocabulary (tests/contract/): the View types a case is built from (one
 // instantiation of the library per set: LayoutStride covers every stride at run time,
 // LayoutRight and LayoutLeft where the layout type matters: cuBLASLt, the BLAS), the reference
 // of the rows checked, and `checked_call`: one call of the library under the contract — it
 // computes right or throws std::invalid_argument naming the function, and either way nothing
 // but Y's elements changes (nothing at all when refused).
-#ifndef FUSED_LINEAR_TEST_CONTRACT_CONTRACT_HPP
-#define FUSED_LINEAR_TEST_CONTRACT_CONTRACT_HPP
+#ifndef FUSED_LINEAR_TEST_SUPPORT_CONTRACT_HPP
+#define FUSED_LINEAR_TEST_SUPPORT_CONTRACT_HPP
 
 #include <array>
 #include <cstdio>

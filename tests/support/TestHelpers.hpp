@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: Apache-2.0
-// Everything the test files share, one header per role (under support/):
+// Everything the test files share, one header per role (in this folder):
 //  - Common.hpp        the library's names in the test namespace, the precisions, the seed;
 //  - HostCopies.hpp    Views to and from row-major doubles on the host;
 //  - Oracle.hpp        the test's OWN float64 reference of the layer and its per-element
@@ -9,8 +9,8 @@
 //  - Serves.hpp        the documented contract of which requests a build serves, and `attempt`
 //                      and `make_plan`, which check that a request ran exactly when it says;
 //  - LiteralCases.hpp  hand-computed values with literal expectations.
-#ifndef FUSED_LINEAR_TEST_HELPERS_HPP
-#define FUSED_LINEAR_TEST_HELPERS_HPP
+#ifndef FUSED_LINEAR_TEST_SUPPORT_TEST_HELPERS_HPP
+#define FUSED_LINEAR_TEST_SUPPORT_TEST_HELPERS_HPP
 
 #include <algorithm>
 #include <cmath>
@@ -32,13 +32,13 @@
 
 #include <FusedLinear.hpp>
 
-#include "support/Bounds.hpp"
-#include "support/Common.hpp"
-#include "support/HostCopies.hpp"
-#include "support/Instances.hpp"
-#include "support/LiteralCases.hpp"
-#include "support/Oracle.hpp"
-#include "support/Problems.hpp"
-#include "support/Serves.hpp"
+#include "Bounds.hpp"
+#include "Common.hpp"
+#include "HostCopies.hpp"
+#include "Instances.hpp"
+#include "LiteralCases.hpp"
+#include "Oracle.hpp"
+#include "Problems.hpp"
+#include "Serves.hpp"
 
 #endif

@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: Apache-2.0
-// The contract test's memory (TestContract.cpp), as the reference BLAS testers (sblat3) lay out
+// The contract suites' memory (tests/contract/), as the reference BLAS testers (sblat3) lay out
 // theirs: each operand placed inside a larger buffer whose other elements hold sentinels (guard
 // bands before, after and between its rows and columns), two operands possibly in one buffer;
 // a host image of every buffer staged before a call, and the check after it that nothing but
@@ -9,8 +9,8 @@
 // Data moves only by memcpy (host memory) or Kokkos::deep_copy on the call's instance (device
 // memory), never through a Kokkos kernel: worker threads may stage and check (Kokkos 3.4's
 // OpenMP backend runs kernels from the initialising thread only).
-#ifndef FUSED_LINEAR_TEST_CONTRACT_GUARDED_HPP
-#define FUSED_LINEAR_TEST_CONTRACT_GUARDED_HPP
+#ifndef FUSED_LINEAR_TEST_SUPPORT_GUARDED_HPP
+#define FUSED_LINEAR_TEST_SUPPORT_GUARDED_HPP
 
 #include <algorithm>
 #include <cstdint>
@@ -22,7 +22,7 @@
 #include <utility>
 #include <vector>
 
-#include "../TestHelpers.hpp"
+#include "TestHelpers.hpp"
 
 namespace FusedLinearTest {
 namespace Contract {
