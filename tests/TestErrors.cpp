@@ -277,7 +277,7 @@ TEST_F(Errors, NonFiniteParameters) {
 }
 
 // Requests the build cannot serve are refused by name, by both entry points (the full table of
-// what each build serves is TestDispatch.cpp's; these are the ones every build refuses).
+// what each build serves is tests/dispatch/'s; these are the ones every build refuses).
 TEST_F(Errors, RefusedRequests) {
   const std::pair<Options, const char*> refused[] = {
       {options(Algorithm::FusedSm90), "fused_sm90 computes precision 3xtf32 only"},

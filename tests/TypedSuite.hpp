@@ -261,8 +261,8 @@ TYPED_TEST_P(Layer, ReportsWhatRan) {
   if (std::is_same<Exec, Kokkos::Cuda>::value) EXPECT_EQ(vendor->gemm, Gemm::Cublas);
 #endif
 
-  // Auto: the rule (TestDispatch.cpp pins it down), which takes a skinny kernel for 8 rows on
-  // GPUs; on the host its cost model takes fused at K = 8 (a dot product of 8 steps).
+  // Auto: the rule (the golden dispatch table pins it down), which takes a skinny kernel for 8 rows
+  // on GPUs; on the host its cost model takes fused at K = 8 (a dot product of 8 steps).
   const auto automatic = attempt(p, 2, 0.1, options(Algorithm::Auto));
   ASSERT_TRUE(automatic);
   const Impl::Shape shape{p.M, p.K, p.N};

@@ -56,7 +56,7 @@ Impl::Facts facts_of(const Exec& exec, const XView& X, const WView& W, const BVi
 }
 
 /// Whether a build serves a request, as README.md and Types.hpp document it, written out here
-/// independently of Impl::resolve (TestDispatch.cpp pins resolve down; this pins down the runs):
+/// independently of Impl::resolve (tests/dispatch/ pins resolve down; this pins down the runs):
 ///  - the tensor-core precisions need float Views;
 ///  - under Auto they are floors, never refused: strict runs where it is faster (few rows) and
 ///    where no path computes them (the host; builds without cuBLAS/cuBLASLt or a Hopper GPU);
