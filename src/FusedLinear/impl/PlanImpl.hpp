@@ -18,6 +18,7 @@
 
 #include <Kokkos_Core.hpp>
 
+#include "FusedLinear/Config.hpp"
 #include "FusedLinear/Epilogue.hpp"
 #include "FusedLinear/Types.hpp"
 #include "FusedLinear/impl/Checks.hpp"
@@ -57,76 +58,38 @@ class PlanImpl {
  public:
   using Scalar = typename YView::non_const_value_type;
 
+  // The members that reach the engines are defined below the class, not inline: where the
+  // library instantiates this plan (PlanImplEti.hpp), a user's translation unit compiles none
+  // of its engines.
   PlanImpl(const ExecSpace& exec, const XView& X, const WView& W, const BView& b, const YView& Y,
-           Scalar multiplier, Scalar negative_slope, const Options& options, const char* function)
-      : m_shape(check_arguments(X, W, b, Y, multiplier, negative_slope, function)) {
-    const LeakyReLUEpilogue<Scalar> ep{multiplier, negative_slope};
-    ExecDeviceGuard<ExecSpace> device(exec, function);
-    refuse_if_capturing(exec, function,
-                        "a plan cannot be made while its stream is being captured "
-                        "into a CUDA graph (it allocates): make it before the capture");
-    const Facts facts = gather_facts(exec, X, W, b, Y);
-    // Planning::Measure is a step of its own before the dispatch: it times the candidates (or
-    // finds the choice in wisdom) and hands the fastest to resolve in the request.
-    Request request{options.algorithm, options.precision, multiplier == Scalar(0)};
-    Setup setup{exec, X, W, b, Y, Decision{}, ep, options, 1, function};
-    Measured m = Measured::Nothing;
-    if (options.planning == Planning::Measure) {
-      m = plan_by_measuring(setup, facts, request);
-      if (m == Measured::Done) return;
-    }
-    setup.decision = resolve(request, m_shape, facts, function);
-    adopt(setup);
-    m_decision.measured = request.measured.algorithm != Algorithm::Auto;
-    m_decision.from_wisdom = m == Measured::FromWisdom;
-  }
+           Scalar multiplier, Scalar negative_slope, const Options& options, const char* function);
+  ~PlanImpl();
 
   PlanImpl(const PlanImpl&) = delete;
   PlanImpl& operator=(const PlanImpl&) = delete;
   // Planning::Measure takes the winning candidate's engine whole (not rebuilt); the engines'
   // workspaces keep their allocations when moved, so pointers into them stay valid.
-  PlanImpl(PlanImpl&&) = default;
-  PlanImpl& operator=(PlanImpl&&) = default;
+  PlanImpl(PlanImpl&&);
+  PlanImpl& operator=(PlanImpl&&);
 
   const RunInfo& info() const { return m_decision; }
   /// Planning::Measure: the candidates timed when the plan was made (empty otherwise).
   const std::vector<Measurement>& measurements() const { return m_measurements; }
   const Shape& shape() const { return m_shape; }
-  std::size_t workspace_bytes() const {
-    return std::visit([](const auto& e) { return e.workspace_bytes(); }, m_engine);
-  }
+  std::size_t workspace_bytes() const;
   /// Planning::Measure: the engine's variants to time (cuBLASLt's ranked algorithms), and the
   /// one that runs.
-  int variants() const {
-    return std::visit([](const auto& e) { return e.variants(); }, m_engine);
-  }
-  void select(int variant) {
-    std::visit([variant](auto& e) { e.select(variant); }, m_engine);
-  }
+  int variants() const;
+  void select(int variant);
 
   /// Enqueues the layer on `exec` with the plan's engine; every refusal (the engine's check of
   /// what its path was planned for) comes before any work, so Y stays as it was.
   void execute(const ExecSpace& exec, const XView& X, const WView& W, const BView& b,
-               const YView& Y, const char* function) const {
-    check_views(X, W, b, Y, m_shape, function);
-    if (m_shape.M == 0 || m_shape.N == 0) return;
-    ExecDeviceGuard<ExecSpace> device(exec, function);
-    std::visit(
-        [&](const auto& e) {
-          e.check(exec, X, W, b, Y, function);
-          ProfilingRegion region(m_region);
-          e.run(exec, X, W, b, Y, function);
-        },
-        m_engine);
-  }
+               const YView& Y, const char* function) const;
 
  private:
   /// Takes the dispatch's decision as the plan's path and sets up its engine.
-  void adopt(const Setup& s) {
-    m_decision = s.decision;
-    m_region = std::string("FusedLinear[") + to_string(s.decision.algorithm) + "]";
-    Engines_::make(m_engine, s);
-  }
+  void adopt(const Setup& s);
 
   /// A candidate of Planning::Measure: the path of an explicit decision, set up in full.
   struct Candidate {};
@@ -137,52 +100,7 @@ class PlanImpl {
   /// for them (FromWisdom: `request` then names the remembered choice, which the constructor
   /// sets up) or times each on the plan's Views and instance, keeps the fastest one's engine as
   /// this plan's and remembers the choice (Done). Nothing where there is nothing to choose.
-  Measured plan_by_measuring(const Setup& s, const Facts& facts, Request& request) {
-    if (m_shape.M == 0 || m_shape.N == 0 || m_shape.K == 0) return Measured::Nothing;
-    const std::vector<Choice> candidates = measure_candidates(request, m_shape, facts, s.function);
-    if (candidates.size() == 1 && !has_variants(candidates[0])) return Measured::Nothing;
-    const Experimental::Tuning& tuning = s.options.tuning;
-    const std::string key = wisdom_key(s.exec, s.X, s.W, s.b, s.Y, request, tuning, candidates);
-    if (const auto known = WisdomStore::instance().find(key)) {
-      // Only a candidate: wisdom edited by hand or for another build must not run a refused path.
-      if (std::any_of(candidates.begin(), candidates.end(),
-                      [&](const Choice& c) { return same_path(c, known->choice); })) {
-        request.measured = known->choice;
-        return Measured::FromWisdom;
-      }
-    }
-    CallTimer<ExecSpace> timer(s.exec, s.function);
-    const auto make = [&](const Choice& c) {
-      Setup one = s;
-      one.decision = resolve(Request{c.algorithm, c.precision, request.zero_multiplier, {}},
-                             m_shape, facts, s.function);
-      one.lt_algorithms = has_variants(c) ? MeasureRule::cublaslt_algorithms : 1;
-      return std::unique_ptr<PlanImpl>(new PlanImpl(Candidate{}, one, m_shape));
-    };
-    const auto call = [&](const PlanImpl& p, const Choice& c, int variant, int i) {
-      const double ms = timer([&] { p.execute(s.exec, s.X, s.W, s.b, s.Y, s.function); });
-      return tuning.measure_clock ? tuning.measure_clock(c.algorithm, c.precision, variant, i, ms)
-                                  : ms;
-    };
-    Fastest<PlanImpl> fastest = time_candidates<PlanImpl>(
-        candidates, !tuning.measure_clock, make, call,
-        [&](const Choice& c) { return compute_bound_ms(c, m_shape, facts); },
-        facts.backend == Backend::Host ? MeasureRule::host_min_timed_calls : 1);
-    // None could be set up: the rule's path runs, or raises its error.
-    if (!fastest.plan) return Measured::Nothing;
-    WisdomStore::instance().remember(key, WisdomEntry{fastest.choice, fastest.ms});
-    request.measured = fastest.choice;
-    const Decision d = resolve(request, m_shape, facts, s.function);
-    const Decision& best = fastest.plan->m_decision;
-    if (d.algorithm != best.algorithm || d.precision != best.precision || d.gemm != best.gemm ||
-        d.bias_in_gemm != best.bias_in_gemm)
-      throw std::logic_error("FusedLinear: the measured path differs from its decision");
-    *this = std::move(*fastest.plan);
-    m_decision = d;
-    m_decision.measured = true;
-    m_measurements = std::move(fastest.timed);
-    return Measured::Done;
-  }
+  Measured plan_by_measuring(const Setup& s, const Facts& facts, Request& request);
 
   Shape m_shape;
   Decision m_decision;
@@ -191,7 +109,133 @@ class PlanImpl {
   typename Engines_::Any m_engine;
 };
 
+template <class ExecSpace, class XView, class WView, class BView, class YView>
+PlanImpl<ExecSpace, XView, WView, BView, YView>::PlanImpl(
+    const ExecSpace& exec, const XView& X, const WView& W, const BView& b, const YView& Y,
+    Scalar multiplier, Scalar negative_slope, const Options& options, const char* function)
+    : m_shape(check_arguments(X, W, b, Y, multiplier, negative_slope, function)) {
+  const LeakyReLUEpilogue<Scalar> ep{multiplier, negative_slope};
+  ExecDeviceGuard<ExecSpace> device(exec, function);
+  refuse_if_capturing(exec, function,
+                      "a plan cannot be made while its stream is being captured "
+                      "into a CUDA graph (it allocates): make it before the capture");
+  const Facts facts = gather_facts(exec, X, W, b, Y);
+  // Planning::Measure is a step of its own before the dispatch: it times the candidates (or
+  // finds the choice in wisdom) and hands the fastest to resolve in the request.
+  Request request{options.algorithm, options.precision, multiplier == Scalar(0)};
+  Setup setup{exec, X, W, b, Y, Decision{}, ep, options, 1, function};
+  Measured m = Measured::Nothing;
+  if (options.planning == Planning::Measure) {
+    m = plan_by_measuring(setup, facts, request);
+    if (m == Measured::Done) return;
+  }
+  setup.decision = resolve(request, m_shape, facts, function);
+  adopt(setup);
+  m_decision.measured = request.measured.algorithm != Algorithm::Auto;
+  m_decision.from_wisdom = m == Measured::FromWisdom;
+}
+
+template <class ExecSpace, class XView, class WView, class BView, class YView>
+PlanImpl<ExecSpace, XView, WView, BView, YView>::~PlanImpl() = default;
+template <class ExecSpace, class XView, class WView, class BView, class YView>
+PlanImpl<ExecSpace, XView, WView, BView, YView>::PlanImpl(PlanImpl&&) = default;
+template <class ExecSpace, class XView, class WView, class BView, class YView>
+auto PlanImpl<ExecSpace, XView, WView, BView, YView>::operator=(PlanImpl&&) -> PlanImpl& = default;
+
+template <class ExecSpace, class XView, class WView, class BView, class YView>
+std::size_t PlanImpl<ExecSpace, XView, WView, BView, YView>::workspace_bytes() const {
+  return std::visit([](const auto& e) { return e.workspace_bytes(); }, m_engine);
+}
+
+template <class ExecSpace, class XView, class WView, class BView, class YView>
+int PlanImpl<ExecSpace, XView, WView, BView, YView>::variants() const {
+  return std::visit([](const auto& e) { return e.variants(); }, m_engine);
+}
+
+template <class ExecSpace, class XView, class WView, class BView, class YView>
+void PlanImpl<ExecSpace, XView, WView, BView, YView>::select(int variant) {
+  std::visit([variant](auto& e) { e.select(variant); }, m_engine);
+}
+
+template <class ExecSpace, class XView, class WView, class BView, class YView>
+void PlanImpl<ExecSpace, XView, WView, BView, YView>::execute(const ExecSpace& exec, const XView& X,
+                                                              const WView& W, const BView& b,
+                                                              const YView& Y,
+                                                              const char* function) const {
+  check_views(X, W, b, Y, m_shape, function);
+  if (m_shape.M == 0 || m_shape.N == 0) return;
+  ExecDeviceGuard<ExecSpace> device(exec, function);
+  std::visit(
+      [&](const auto& e) {
+        e.check(exec, X, W, b, Y, function);
+        ProfilingRegion region(m_region);
+        e.run(exec, X, W, b, Y, function);
+      },
+      m_engine);
+}
+
+template <class ExecSpace, class XView, class WView, class BView, class YView>
+void PlanImpl<ExecSpace, XView, WView, BView, YView>::adopt(const Setup& s) {
+  m_decision = s.decision;
+  m_region = std::string("FusedLinear[") + to_string(s.decision.algorithm) + "]";
+  Engines_::make(m_engine, s);
+}
+
+template <class ExecSpace, class XView, class WView, class BView, class YView>
+auto PlanImpl<ExecSpace, XView, WView, BView, YView>::plan_by_measuring(const Setup& s,
+                                                                        const Facts& facts,
+                                                                        Request& request)
+    -> Measured {
+  if (m_shape.M == 0 || m_shape.N == 0 || m_shape.K == 0) return Measured::Nothing;
+  const std::vector<Choice> candidates = measure_candidates(request, m_shape, facts, s.function);
+  if (candidates.size() == 1 && !has_variants(candidates[0])) return Measured::Nothing;
+  const Experimental::Tuning& tuning = s.options.tuning;
+  const std::string key = wisdom_key(s.exec, s.X, s.W, s.b, s.Y, request, tuning, candidates);
+  if (const auto known = WisdomStore::instance().find(key)) {
+    // Only a candidate: wisdom edited by hand or for another build must not run a refused path.
+    if (std::any_of(candidates.begin(), candidates.end(),
+                    [&](const Choice& c) { return same_path(c, known->choice); })) {
+      request.measured = known->choice;
+      return Measured::FromWisdom;
+    }
+  }
+  CallTimer<ExecSpace> timer(s.exec, s.function);
+  const auto make = [&](const Choice& c) {
+    Setup one = s;
+    one.decision = resolve(Request{c.algorithm, c.precision, request.zero_multiplier, {}}, m_shape,
+                           facts, s.function);
+    one.lt_algorithms = has_variants(c) ? MeasureRule::cublaslt_algorithms : 1;
+    return std::unique_ptr<PlanImpl>(new PlanImpl(Candidate{}, one, m_shape));
+  };
+  const auto call = [&](const PlanImpl& p, const Choice& c, int variant, int i) {
+    const double ms = timer([&] { p.execute(s.exec, s.X, s.W, s.b, s.Y, s.function); });
+    return tuning.measure_clock ? tuning.measure_clock(c.algorithm, c.precision, variant, i, ms)
+                                : ms;
+  };
+  Fastest<PlanImpl> fastest = time_candidates<PlanImpl>(
+      candidates, !tuning.measure_clock, make, call,
+      [&](const Choice& c) { return compute_bound_ms(c, m_shape, facts); },
+      facts.backend == Backend::Host ? MeasureRule::host_min_timed_calls : 1);
+  // None could be set up: the rule's path runs, or raises its error.
+  if (!fastest.plan) return Measured::Nothing;
+  WisdomStore::instance().remember(key, WisdomEntry{fastest.choice, fastest.ms});
+  request.measured = fastest.choice;
+  const Decision d = resolve(request, m_shape, facts, s.function);
+  const Decision& best = fastest.plan->m_decision;
+  if (d.algorithm != best.algorithm || d.precision != best.precision || d.gemm != best.gemm ||
+      d.bias_in_gemm != best.bias_in_gemm)
+    throw std::logic_error("FusedLinear: the measured path differs from its decision");
+  *this = std::move(*fastest.plan);
+  m_decision = d;
+  m_decision.measured = true;
+  m_measurements = std::move(fastest.timed);
+  return Measured::Done;
+}
+
 }  // namespace Impl
 }  // namespace FusedLinear
+
+// The plans the library instantiates (FusedLinear_ENABLE_ETI), declared extern.
+#include "FusedLinear/impl/PlanImplEti.hpp"
 
 #endif
