@@ -23,6 +23,7 @@
 #include "FusedLinear/impl/Checks.hpp"
 #include "FusedLinear/impl/Dispatch.hpp"
 #include "FusedLinear/impl/Facts.hpp"
+#include "FusedLinear/impl/Fork.hpp"
 #include "FusedLinear/impl/Planner.hpp"
 #include "FusedLinear/impl/Wisdom.hpp"
 #include "FusedLinear/impl/engines/Engine.hpp"
@@ -62,6 +63,7 @@ class PlanImpl {
       : m_shape(check_arguments(X, W, b, Y, multiplier, negative_slope, function)) {
     const LeakyReLUEpilogue<Scalar> ep{multiplier, negative_slope};
     ExecDeviceGuard<ExecSpace> device(exec, function);
+    refuse_if_forked_pool(exec, function);
     refuse_if_capturing(exec, function,
                         "a plan cannot be made while its stream is being captured "
                         "into a CUDA graph (it allocates): make it before the capture");
@@ -103,6 +105,10 @@ class PlanImpl {
   void select(int variant) {
     std::visit([variant](auto& e) { e.select(variant); }, m_engine);
   }
+  /// The selected variant's configuration (cuBLASLt's), which wisdom keeps with its rank.
+  std::string variant_config() const {
+    return std::visit([](const auto& e) { return e.variant_config(); }, m_engine);
+  }
 
   /// Enqueues the layer on `exec` with the plan's engine; every refusal (the engine's check of
   /// what its path was planned for) comes before any work, so Y stays as it was.
@@ -110,6 +116,7 @@ class PlanImpl {
                const YView& Y, const char* function) const {
     check_views(X, W, b, Y, m_shape, function);
     if (m_shape.M == 0 || m_shape.N == 0) return;
+    refuse_if_forked_pool(exec, function);
     ExecDeviceGuard<ExecSpace> device(exec, function);
     std::visit(
         [&](const auto& e) {
@@ -170,6 +177,7 @@ class PlanImpl {
         facts.backend == Backend::Host ? MeasureRule::host_min_timed_calls : 1);
     // None could be set up: the rule's path runs, or raises its error.
     if (!fastest.plan) return Measured::Nothing;
+    fastest.choice.lt_config = fastest.plan->variant_config();
     WisdomStore::instance().remember(key, WisdomEntry{fastest.choice, fastest.ms});
     request.measured = fastest.choice;
     const Decision d = resolve(request, m_shape, facts, s.function);
