@@ -15,9 +15,11 @@
 #include "FusedLinear/Types.hpp"
 #include "FusedLinear/impl/Checks.hpp"
 #include "FusedLinear/impl/Errors.hpp"
+#include "FusedLinear/impl/Fork.hpp"
 #include "FusedLinear/impl/PlanCache.hpp"
 #include "FusedLinear/impl/PlanImpl.hpp"
 #include "FusedLinear/impl/cuda/Device.hpp"
+#include "FusedLinear/impl/engines/Engine.hpp"  // ExecDeviceGuard
 
 namespace FusedLinear {
 
@@ -30,11 +32,18 @@ namespace FusedLinear {
 /// lookup (and the returned RunInfo's copy). Their memory is released at Kokkos::finalize, or at
 /// once by release_cached_plans(). Safe to call from several host threads (on CUDA, HIP: one
 /// instance each or one shared, cudaStreamPerThread included; on host backends, Kokkos 3.4's
-/// OpenMP instances take team kernels from the initialising thread only). Under CUDA graph
-/// capture only with a plan cached by an earlier call with the same arguments outside the
-/// capture (making one allocates: otherwise std::invalid_argument); that plan is then pinned,
-/// never evicted while the graph may replay it, until release_cached_plans() or
-/// Kokkos::finalize (free the graph first).
+/// OpenMP instances take team kernels from the initialising thread only). In a process forked
+/// after Kokkos started its host threads, a call on them throws std::runtime_error (they did
+/// not survive the fork); Kokkos::Serial computes there.
+///
+/// Under CUDA graph capture, each graph gets a plan of its own: the call takes the plan cached
+/// by an earlier call with the same arguments on the stream outside the capture, and hands it
+/// to the graph (the next call outside a capture makes another; calls of the same arguments
+/// later in the same capture use it again). Without such a plan the call is refused
+/// (std::invalid_argument: making one allocates): make one call before each capture. The plan
+/// counts against no capacity and is freed once the graph and its executable graphs are
+/// destroyed (at the next call or release_cached_plans()); destroy graphs before
+/// Kokkos::finalize.
 ///
 /// \return which path, precision and GEMM ran, and why they differ from the request
 template <class ExecSpace, class XView, class WView, class BView, class YView>
@@ -49,31 +58,40 @@ RunInfo linear_leaky_relu(const ExecSpace& exec, const XView& X, const WView& W,
                      Impl::CanonicalOutput<ExecSpace, YView>>;
   using Cached = Impl::CachedPlan<Plan_, ExecSpace>;
   constexpr const char* function = "FusedLinear::linear_leaky_relu";
+  // The instance's device first: every CUDA query below reads or changes that device's state.
+  Impl::ExecDeviceGuard<ExecSpace> device(exec, function);
+  Impl::refuse_if_forked_pool(exec, function);
   bool capturing = false;
 #if defined(KOKKOS_ENABLE_CUDA)
-  if constexpr (std::is_same<ExecSpace, Kokkos::Cuda>::value)
-    capturing = Impl::stream_is_capturing(exec.cuda_stream());
+  Impl::StreamCapture capture;
+  if constexpr (std::is_same<ExecSpace, Kokkos::Cuda>::value) {
+    capture = Impl::stream_capture(exec.cuda_stream());
+    capturing = capture.capturing;
+  }
 #endif
   const std::optional<std::uint64_t> instance = Impl::instance_identity(exec, function, capturing);
   const Impl::PlanKey key =
       Impl::plan_key<Plan_>(instance.value_or(0), X, W, b, Y, multiplier, negative_slope, options);
+  Impl::PlanCache& cache = Impl::PlanCache::instance();
   std::shared_ptr<Cached> cached;
   if (capturing) {
-    cached = Impl::PlanCache::instance().pin<Cached>(key);
-    if (!cached)
-      Impl::refuse(function,
-                   "no plan is cached for these arguments on this stream, and none can be made "
-                   "while the stream is being captured into a CUDA graph (it allocates): make "
-                   "one call before the capture");
+#if defined(KOKKOS_ENABLE_CUDA)
+    if constexpr (std::is_same<ExecSpace, Kokkos::Cuda>::value)
+      cached = cache.take_for_capture<Cached>(key, exec.cuda_stream(), capture, function);
+#endif
   } else {
-    cached = Impl::PlanCache::instance().get<Cached>(key, [&] {
+#if defined(KOKKOS_ENABLE_CUDA)
+    if constexpr (std::is_same<ExecSpace, Kokkos::Cuda>::value)
+      cache.not_capturing(exec.cuda_stream());
+#endif
+    cached = cache.get<Cached>(key, [&] {
       return std::make_unique<Cached>(exec, X, W, b, Y, multiplier, negative_slope, options,
                                       function);
     });
   }
   std::lock_guard<std::mutex> lock(cached->mutex);
   cached->plan.execute(exec, X, W, b, Y, function);
-  if (!capturing) cached->done.record(exec);  // a pinned plan: freed after a device fence
+  if (!capturing) cached->done.record(exec);  // a captured plan: its graph owns it
   // An instance this cache cannot tell from another shares the plan's workspace with them: its
   // work must be done before another call may start.
   if (!instance && cached->plan.workspace_bytes() > 0) exec.fence();
@@ -91,7 +109,11 @@ RunInfo linear_leaky_relu(const XView& X, const WView& W, const BView& b, const 
 }
 
 /// Drops the plans linear_leaky_relu keeps, freeing their memory (once calls in flight on other
-/// threads have returned). Plans made with FusedLinear::Plan are not affected.
+/// threads have returned), and frees those of CUDA graphs destroyed since. While a capture the
+/// library knows of is in progress (one it was called in, or one on a stream that synchronises
+/// with the legacy default stream) the memory is freed only at the next call or release after
+/// it. Plans captured into graphs still alive stay. Plans made with FusedLinear::Plan are not
+/// affected.
 inline void release_cached_plans() { Impl::PlanCache::instance().release(); }
 
 }  // namespace FusedLinear

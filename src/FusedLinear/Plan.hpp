@@ -7,6 +7,7 @@
 
 #include <cstddef>
 #include <memory>
+#include <type_traits>
 #include <utility>
 #include <vector>
 
@@ -14,6 +15,7 @@
 
 #include "FusedLinear/Types.hpp"
 #include "FusedLinear/impl/Checks.hpp"
+#include "FusedLinear/impl/PlanCache.hpp"
 #include "FusedLinear/impl/PlanImpl.hpp"
 
 namespace FusedLinear {
@@ -26,7 +28,8 @@ namespace FusedLinear {
 /// why), and allocates everything that path needs (cuBLASLt descriptors and workspace, split-K
 /// partial sums, 3xTF32 split operands), throwing std::runtime_error naming the class if it
 /// cannot. execute() then enqueues the layer on the plan's execution space instance, allocating
-/// nothing and building no strings.
+/// nothing (Kokkos makes its kernels' label strings; the library makes strings only for an
+/// exception).
 ///
 /// Thread safety: a plan is used by one host thread at a time, its calls on its own instance
 /// (make one per thread or stream); different plans may execute concurrently on different
@@ -102,11 +105,25 @@ class Plan {
   const ExecSpace& space() const { return m_exec; }
 
  private:
-  void release() {
-    if (m_impl) {
-      if (m_impl->workspace_bytes() > 0) m_exec.fence();
-      m_impl.reset();
+  /// Never throws: where the instance cannot be waited for (its stream is being captured into
+  /// a CUDA graph) the memory is handed to the plan cache, freed once no capture is in progress.
+  void release() noexcept {
+    if (!m_impl) return;
+    if (m_impl->workspace_bytes() > 0) {
+      try {
+        m_exec.fence();
+      } catch (...) {
+        Impl::PlanCache::instance().defer_plan(std::move(m_impl), device());
+        return;
+      }
     }
+    m_impl.reset();
+  }
+  int device() const {
+#if defined(KOKKOS_ENABLE_CUDA)
+    if constexpr (std::is_same<ExecSpace, Kokkos::Cuda>::value) return m_exec.cuda_device();
+#endif
+    return -1;
   }
   ExecSpace m_exec;
   std::unique_ptr<Impl_> m_impl;

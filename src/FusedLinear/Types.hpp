@@ -203,8 +203,10 @@ struct Measurement {
   Precision precision = Precision::Strict;
   /// vendor_lt in strict or tf32: which of cuBLASLt's ranked algorithms (0: its first choice).
   int variant = 0;
-  /// Milliseconds: the fastest of its timed calls; for a candidate dropped after its warm-up
-  /// (far behind the best so far), that call's; infinity where its memory could not be had.
+  /// Milliseconds: the lower median of its timed calls (the middle one, of an even number the
+  /// lower of the two middle ones; fewer calls are timed once they show it cannot win); for a
+  /// candidate dropped after its warm-up (far behind the best so far), that call's; infinity
+  /// where its memory could not be had.
   double ms = 0;
   /// Calls run, the warm-up included (0: not timed: its memory could not be had, it came past
   /// the measurement's budget, or its bound is not below the best time).

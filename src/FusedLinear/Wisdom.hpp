@@ -4,7 +4,8 @@
 /// plan once. A measured choice is remembered for the process under a key naming everything it
 /// depends on (the device or CPU model and threads, backend, memory spaces, value type,
 /// layouts, extents, strides, alignment, precision floor, request, tuning, the candidate paths,
-/// the library's version); a later Planning::Measure plan with the same key runs the remembered
+/// the versions of this library, Kokkos, Kokkos Kernels, CUDA and cuBLASLt, the host vector
+/// ISA); a later Planning::Measure plan with the same key runs the remembered
 /// path and times nothing. Exported and imported as a small versioned text format, so that an
 /// application can keep it between runs.
 ///
@@ -24,11 +25,15 @@ namespace FusedLinear {
 
 /// Writes the process's wisdom as text: the line "FusedLinear wisdom 1", one line per entry
 /// (entry, key, algorithm, precision, cuBLASLt variant, milliseconds, separated by tabs), "end".
+/// The digits are the "C" locale's whatever the process's (std::locale::global, setlocale).
+/// A vendor_lt entry's variant is its rank and, after a colon, the cuBLASLt algorithm's
+/// configuration, which selects it when the plan is made again.
 /// \throws std::runtime_error when the stream cannot be written
 inline void export_wisdom(std::ostream& os) { Impl::WisdomStore::instance().write(os); }
 
 /// Adds the wisdom in `is` (written by export_wisdom) to the process's, replacing entries of the
-/// same keys. Entries for other devices, Views or versions are kept and never match here.
+/// same keys. Entries for other devices, Views or versions are kept and never match here. The
+/// stream's exception mask is kept, and not acted on for reaching the end of valid input.
 /// \throws std::invalid_argument naming FusedLinear::import_wisdom and the line, for input that
 ///         is not wisdom of this version, malformed or truncated; the process's wisdom is then
 ///         unchanged

@@ -116,8 +116,8 @@ inline bool sums_meet(std::int64_t a, std::int64_t nt, std::int64_t b, std::int6
 
 /// Whether some element of `a` sits `c` elements past some element of `b` (i a0 + j a1 ==
 /// c + k b0 + l b1). Same strides: one equation over the index differences. Otherwise a's lines
-/// (its inner dimension) against the lines of b within their reach; past `budget` pairs the
-/// answer is a conservative yes.
+/// (its inner dimension) against the lines of b within their reach; past `budget` steps (lines
+/// of a walked and pairs of lines compared) the answer is a conservative yes.
 inline bool elements_meet(const ElementSet& a, const ElementSet& b, std::int64_t c,
                           std::int64_t budget) {
   const std::int64_t A0 = a.stride[0], A1 = a.stride[1], B0 = b.stride[0], B1 = b.stride[1];
@@ -126,6 +126,7 @@ inline bool elements_meet(const ElementSet& a, const ElementSet& b, std::int64_t
                      c + (b.extent[0] - 1) * A0 + (b.extent[1] - 1) * A1);
   const std::int64_t a_line = (a.extent[1] - 1) * A1, b_line = (b.extent[1] - 1) * B1;
   for (std::int64_t i = 0; i < a.extent[0]; ++i) {
+    if (--budget < 0) return true;  // each line walked counts, met or not
     // b's lines k whose span [c + k B0, c + k B0 + b_line] meets [i A0, i A0 + a_line].
     const std::int64_t from = i * A0 - c - b_line, to = i * A0 + a_line - c;
     const std::int64_t k0 =

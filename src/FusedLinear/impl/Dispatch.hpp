@@ -62,11 +62,14 @@ struct Shape {
 };
 
 /// A path as Planning::Measure names it: algorithm, precision and, for vendor_lt's single
-/// product, which of cuBLASLt's ranked algorithms (0: its first choice).
+/// product, which of cuBLASLt's ranked algorithms (0: its first choice) and that algorithm's
+/// configuration (cuda/CublasLt.hpp, lt_config: what identifies it in wisdom, the rank being
+/// only where it stood in one query's list; empty elsewhere).
 struct Choice {
   Algorithm algorithm = Algorithm::Auto;
   Precision precision = Precision::Strict;
   int variant = 0;
+  std::string lt_config = {};
 };
 
 struct Request {
@@ -84,8 +87,9 @@ struct Decision : RunInfo {
   /// vendor_lt adds the bias in cuBLASLt's epilogue; the pass then only scales.
   bool bias_in_gemm = false;
   /// vendor_lt's single product (strict, tf32): which of cuBLASLt's ranked algorithms runs, as
-  /// measured (0: the heuristic's first choice).
+  /// measured (0: the heuristic's first choice), and its configuration where wisdom names it.
   int lt_variant = 0;
+  std::string lt_config;
 };
 
 /// The terms of the host cost model, each a count per thread (work items over the threads in
@@ -338,7 +342,7 @@ inline Decision resolve(const Request& r, const Shape& s, const Facts& f, const 
 
   if (d.algorithm == Algorithm::VendorLt && d.precision != Precision::TF32x3 &&
       r.measured.algorithm == d.algorithm && r.measured.precision == d.precision)
-    d.lt_variant = r.measured.variant;
+    d.lt_variant = r.measured.variant, d.lt_config = r.measured.lt_config;
 
   if (s.M == 0 || s.N == 0 || s.K == 0) {
     d.gemm = Gemm::None;  // no product: no BLAS runs, no bias goes through one

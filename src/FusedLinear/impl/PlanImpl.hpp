@@ -24,6 +24,8 @@
 #include "FusedLinear/impl/Checks.hpp"
 #include "FusedLinear/impl/Dispatch.hpp"
 #include "FusedLinear/impl/Facts.hpp"
+#include "FusedLinear/impl/Fork.hpp"
+#include "FusedLinear/impl/Fork.hpp"
 #include "FusedLinear/impl/Planner.hpp"
 #include "FusedLinear/impl/Wisdom.hpp"
 #include "FusedLinear/impl/engines/Engine.hpp"
@@ -81,6 +83,8 @@ class PlanImpl {
   /// one that runs.
   int variants() const;
   void select(int variant);
+  /// The selected variant's configuration (cuBLASLt's), which wisdom keeps with its rank.
+  std::string variant_config() const;
 
   /// Enqueues the layer on `exec` with the plan's engine; every refusal (the engine's check of
   /// what its path was planned for) comes before any work, so Y stays as it was.
@@ -116,6 +120,7 @@ PlanImpl<ExecSpace, XView, WView, BView, YView>::PlanImpl(
     : m_shape(check_arguments(X, W, b, Y, multiplier, negative_slope, function)) {
   const LeakyReLUEpilogue<Scalar> ep{multiplier, negative_slope};
   ExecDeviceGuard<ExecSpace> device(exec, function);
+  refuse_if_forked_pool(exec, function);
   refuse_if_capturing(exec, function,
                       "a plan cannot be made while its stream is being captured "
                       "into a CUDA graph (it allocates): make it before the capture");
@@ -158,12 +163,18 @@ void PlanImpl<ExecSpace, XView, WView, BView, YView>::select(int variant) {
 }
 
 template <class ExecSpace, class XView, class WView, class BView, class YView>
+std::string PlanImpl<ExecSpace, XView, WView, BView, YView>::variant_config() const {
+  return std::visit([](const auto& e) { return e.variant_config(); }, m_engine);
+}
+
+template <class ExecSpace, class XView, class WView, class BView, class YView>
 void PlanImpl<ExecSpace, XView, WView, BView, YView>::execute(const ExecSpace& exec, const XView& X,
                                                               const WView& W, const BView& b,
                                                               const YView& Y,
                                                               const char* function) const {
   check_views(X, W, b, Y, m_shape, function);
   if (m_shape.M == 0 || m_shape.N == 0) return;
+  refuse_if_forked_pool(exec, function);
   ExecDeviceGuard<ExecSpace> device(exec, function);
   std::visit(
       [&](const auto& e) {
@@ -218,6 +229,7 @@ auto PlanImpl<ExecSpace, XView, WView, BView, YView>::plan_by_measuring(const Se
       facts.backend == Backend::Host ? MeasureRule::host_min_timed_calls : 1);
   // None could be set up: the rule's path runs, or raises its error.
   if (!fastest.plan) return Measured::Nothing;
+  fastest.choice.lt_config = fastest.plan->variant_config();
   WisdomStore::instance().remember(key, WisdomEntry{fastest.choice, fastest.ms});
   request.measured = fastest.choice;
   const Decision d = resolve(request, m_shape, facts, s.function);

@@ -12,7 +12,9 @@
 #include <cstdlib>
 #include <fstream>
 #include <iomanip>
+#include <ios>
 #include <istream>
+#include <locale>
 #include <map>
 #include <mutex>
 #include <optional>
@@ -29,6 +31,7 @@
 #include "FusedLinear/Config.hpp"
 #include "FusedLinear/Types.hpp"
 #include "FusedLinear/impl/Dispatch.hpp"
+#include "FusedLinear/impl/Fork.hpp"
 #include "FusedLinear/impl/HostBlas.hpp"
 #include "FusedLinear/impl/Planner.hpp"
 #include "FusedLinear/impl/cuda/CublasLt.hpp"
@@ -75,6 +78,7 @@ inline const std::string& cpu_model() {
 template <class ExecSpace>
 std::string device_identity(const ExecSpace& exec) {
   std::ostringstream os;
+  os.imbue(std::locale::classic());
   os << ExecSpace::name() << ' ';
 #if defined(KOKKOS_ENABLE_CUDA)
   if constexpr (std::is_same<ExecSpace, Kokkos::Cuda>::value) {
@@ -109,6 +113,41 @@ inline int alignment_class(const void* p) {
   return log2;  // log2 of min(256, the alignment)
 }
 
+/// The host vector instructions the kernels of this translation unit were compiled for (they
+/// are header-only: the caller's flags), as far as they change which path is fastest.
+constexpr const char* host_isa() {
+#if defined(__AVX512F__)
+  return "avx512f";
+#elif defined(__AVX2__)
+  return "avx2";
+#elif defined(__AVX__)
+  return "avx";
+#elif defined(__ARM_FEATURE_SVE)
+  return "sve";
+#elif defined(__ARM_NEON)
+  return "neon";
+#elif defined(__SSE2__)
+  return "sse2";
+#else
+  return "generic";
+#endif
+}
+
+/// What built the code a choice was measured on: this library's version, Kokkos', Kokkos
+/// Kernels', CUDA's (cuBLASLt's is in the device's identity) and the host vector ISA.
+inline std::string build_identity() {
+  std::ostringstream os;
+  os.imbue(std::locale::classic());
+  os << "FusedLinear " << FUSED_LINEAR_VERSION_STRING << ", Kokkos " << KOKKOS_VERSION / 10000
+     << '.' << KOKKOS_VERSION / 100 % 100 << '.' << KOKKOS_VERSION % 100 << ", Kokkos Kernels "
+     << FUSED_LINEAR_KOKKOSKERNELS_VERSION_STRING;
+#if defined(KOKKOS_ENABLE_CUDA)
+  os << ", CUDA runtime " << CUDART_VERSION;
+#endif
+  os << ", isa " << host_isa();
+  return os.str();
+}
+
 /// The key of a measured decision: everything the candidates and their times depend on besides
 /// the values (multiplier and slope only through "multiplier 0", which changes the candidates).
 template <class ExecSpace, class XView, class WView, class BView, class YView>
@@ -117,8 +156,9 @@ std::string wisdom_key(const ExecSpace& exec, const XView& X, const WView& W, co
                        const std::vector<Choice>& candidates) {
   using Scalar = typename YView::non_const_value_type;
   std::ostringstream os;
-  os << "library " << FUSED_LINEAR_VERSION_STRING << "; device " << device_identity(exec)
-     << "; memory " << YView::memory_space::name() << ',' << XView::memory_space::name() << ','
+  os.imbue(std::locale::classic());  // no digit grouping from a global locale
+  os << "library " << build_identity() << "; device " << device_identity(exec) << "; memory "
+     << YView::memory_space::name() << ',' << XView::memory_space::name() << ','
      << WView::memory_space::name() << ',' << BView::memory_space::name() << "; value "
      << (std::is_same<Scalar, float>::value ? "float" : "double") << "; layouts "
      << layout_name<typename XView::array_layout>() << ','
@@ -168,15 +208,19 @@ class WisdomStore {
 
   /// The text format: the header line, one line per entry, "end":
   ///   entry <TAB> key <TAB> algorithm <TAB> precision <TAB> variant <TAB> milliseconds
-  /// (names as to_string prints them), entries in key order.
+  /// (names as to_string prints them; the variant cuBLASLt's rank, then for vendor_lt a colon
+  /// and the algorithm's configuration, which is what selects it), entries in key order, in
+  /// the "C" locale's digits whatever the process's locale.
   void write(std::ostream& os) {
     std::ostringstream text;
+    text.imbue(std::locale::classic());  // the format's digits, whatever the global locale
     text << wisdom_header << '\n' << std::setprecision(9);
     {
       std::lock_guard<std::mutex> lock(m_mutex);
       for (const auto& e : m_entries)
         text << "entry\t" << e.first << '\t' << to_string(e.second.choice.algorithm) << '\t'
-             << to_string(e.second.choice.precision) << '\t' << e.second.choice.variant << '\t'
+             << to_string(e.second.choice.precision) << '\t' << e.second.choice.variant
+             << (e.second.choice.lt_config.empty() ? "" : ":") << e.second.choice.lt_config << '\t'
              << e.second.ms << '\n';
     }
     text << "end\n";
@@ -188,6 +232,19 @@ class WisdomStore {
   /// std::invalid_argument naming `function` and the line for anything malformed, and then
   /// nothing has changed.
   void read(std::istream& is, const char* function) {
+    // The caller's exception mask is set aside while reading (getline sets failbit at the end
+    // of valid input) and put back after, without the state bits it would throw for.
+    struct KeepMask {
+      std::istream& is;
+      std::ios::iostate mask;
+      explicit KeepMask(std::istream& s) : is(s), mask(s.exceptions()) {
+        is.exceptions(std::ios::goodbit);
+      }
+      ~KeepMask() {
+        is.clear(is.rdstate() & ~mask);
+        is.exceptions(mask);
+      }
+    } keep(is);
     std::map<std::string, WisdomEntry> read;
     std::string line;
     int number = 0;
@@ -241,15 +298,26 @@ class WisdomStore {
         fail(what.substr(what.find(": ") + 2));
       }
       if (e.choice.algorithm == Algorithm::Auto) fail("a measured choice is a path, not auto");
-      const std::string& variant = fields[4];
+      // The variant: cuBLASLt's rank, and after a colon the algorithm's configuration.
+      const std::string& field = fields[4];
+      const std::string variant = field.substr(0, field.find(':'));
       if (variant.empty() || variant.size() > 3 ||
           variant.find_first_not_of("0123456789") != std::string::npos)
-        fail("variant '" + variant + "' is not an integer in [0, 999]");
+        fail("variant '" + field + "' is not an integer in [0, 999]");
       e.choice.variant = std::atoi(variant.c_str());
+      if (variant.size() < field.size()) {
+        e.choice.lt_config = field.substr(variant.size() + 1);
+        if (e.choice.lt_config.empty() ||
+            e.choice.lt_config.find_first_not_of("0123456789,") != std::string::npos)
+          fail("variant '" + field + "': the configuration is not integers separated by commas");
+      }
       const std::string& ms = fields[5];
-      char* end = nullptr;
-      e.ms = ms.empty() ? -1 : std::strtod(ms.c_str(), &end);
-      if (ms.empty() || end != ms.c_str() + ms.size() || !std::isfinite(e.ms) || e.ms < 0)
+      std::istringstream number_in(ms);
+      number_in.imbue(std::locale::classic());  // not strtod: it follows the C locale
+      e.ms = -1;
+      const bool number = !ms.empty() && ms.find_first_of(" \t") == std::string::npos &&
+                          (number_in >> e.ms) && number_in.peek() == EOF;
+      if (!number || !std::isfinite(e.ms) || e.ms < 0)
         fail("milliseconds '" + ms + "' is not a finite number >= 0");
       read[key] = e;
     }
@@ -262,7 +330,15 @@ class WisdomStore {
   }
 
  private:
-  WisdomStore() = default;
+  WisdomStore() {
+#if defined(FUSED_LINEAR_IMPL_HAS_ATFORK)
+    // The lock is held across fork(), so that a child never inherits it taken by a thread it
+    // does not have.
+    pthread_atfork([] { WisdomStore::instance().m_mutex.lock(); },
+                   [] { WisdomStore::instance().m_mutex.unlock(); },
+                   [] { WisdomStore::instance().m_mutex.unlock(); });
+#endif
+  }
   std::mutex m_mutex;
   std::map<std::string, WisdomEntry> m_entries;
 };

@@ -23,6 +23,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <cstdlib>
 #include <cstring>
 #include <stdexcept>
 #include <string>
@@ -68,6 +69,7 @@ class LtPlan {
     const cublasComputeType_t compute =
         p.is_double ? CUBLAS_COMPUTE_64F
                     : (p.tf32 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F);
+    m_compute = compute, m_scale = type, m_type = type;
     lt_check(cublasLtMatmulDescCreate(&m_op, compute, type), "create a matmul descriptor");
     const cublasOperation_t ta = p.trans_a ? CUBLAS_OP_T : CUBLAS_OP_N;
     const cublasOperation_t tb = p.trans_b ? CUBLAS_OP_T : CUBLAS_OP_N;
@@ -151,6 +153,68 @@ class LtPlan {
   /// clamped to those held).
   int algorithms() const { return m_count; }
   void select(int i) { m_chosen = std::max(0, std::min(i, m_count - 1)); }
+
+  /// The selected algorithm's configuration as text: its id and configuration attributes (tile,
+  /// stages, split K, reduction, swizzling, custom option, inner and cluster shapes), which
+  /// identify it for this cuBLASLt, unlike its rank in one heuristic query's list.
+  std::string config() const {
+    std::string text;
+    for (const cublasLtMatmulAlgoConfigAttributes_t a : config_attributes) {
+      std::uint64_t value = 0;
+      std::size_t size = 0;
+      if (cublasLtMatmulAlgoConfigGetAttribute(&m_algos[m_chosen], a, nullptr, 0, &size) !=
+              CUBLAS_STATUS_SUCCESS ||
+          size > sizeof(value) ||
+          cublasLtMatmulAlgoConfigGetAttribute(&m_algos[m_chosen], a, &value, size, &size) !=
+              CUBLAS_STATUS_SUCCESS)
+        value = 0;
+      text += (text.empty() ? "" : ",") + std::to_string(value);
+    }
+    return text;
+  }
+
+  /// Selects the algorithm of configuration `config` (config()'s text, from wisdom): one of
+  /// those held, else made from the configuration (cublasLtMatmulAlgoInit and its attributes),
+  /// if cuBLASLt checks that it runs this product. Where it cannot, the selection stays.
+  void adopt(cublasLtHandle_t handle, const std::string& config) {
+    const int before = m_chosen;
+    for (int i = 0; i < m_count; ++i) {
+      m_chosen = i;
+      if (this->config() == config) return;
+    }
+    m_chosen = before;
+    std::uint64_t values[sizeof(config_attributes) / sizeof(config_attributes[0])] = {};
+    std::size_t n = 0, at = 0;
+    while (n < sizeof(values) / sizeof(values[0]) && at <= config.size()) {
+      const std::size_t comma = std::min(config.find(',', at), config.size());
+      values[n++] = std::strtoull(config.substr(at, comma - at).c_str(), nullptr, 10);
+      at = comma + 1;
+    }
+    if (n != sizeof(values) / sizeof(values[0]) || m_count >= max_algorithms) return;
+    cublasLtMatmulAlgo_t algo;
+    if (cublasLtMatmulAlgoInit(handle, m_compute, m_scale, m_type, m_type, m_type, m_type,
+                               int(values[0]), &algo) != CUBLAS_STATUS_SUCCESS)
+      return;
+    for (std::size_t i = 1; i < n; ++i) {
+      std::size_t size = 0;
+      if (cublasLtMatmulAlgoConfigGetAttribute(&algo, config_attributes[i], nullptr, 0, &size) !=
+              CUBLAS_STATUS_SUCCESS ||
+          size > sizeof(std::uint64_t))
+        return;
+      // The attributes are little-endian integers of 2 or 4 bytes: their low bytes.
+      if (cublasLtMatmulAlgoConfigSetAttribute(&algo, config_attributes[i], &values[i], size) !=
+          CUBLAS_STATUS_SUCCESS)
+        return;
+    }
+    cublasLtMatmulHeuristicResult_t checked = {};
+    if (cublasLtMatmulAlgoCheck(handle, m_op, m_a, m_b, m_c, m_c, &algo, &checked) !=
+            CUBLAS_STATUS_SUCCESS ||
+        checked.state != CUBLAS_STATUS_SUCCESS || checked.workspaceSize > workspace_limit)
+      return;
+    m_algos[m_count] = algo;
+    m_sizes[m_count] = checked.workspaceSize;
+    m_chosen = m_count++;
+  }
   /// Enqueues the product on `stream` (`workspace`: workspace_bytes() on that stream; `bias`:
   /// the bias vector when the plan has the bias epilogue).
   void run(cublasLtHandle_t handle, cudaStream_t stream, const void* alpha, const void* A,
@@ -200,6 +264,19 @@ class LtPlan {
     m_a = m_b = m_c = nullptr;
     m_op = nullptr;
   }
+  /// What identifies an algorithm besides its id (config(), adopt()), in config()'s order.
+  static constexpr cublasLtMatmulAlgoConfigAttributes_t config_attributes[] = {
+      CUBLASLT_ALGO_CONFIG_ID,
+      CUBLASLT_ALGO_CONFIG_TILE_ID,
+      CUBLASLT_ALGO_CONFIG_STAGES_ID,
+      CUBLASLT_ALGO_CONFIG_SPLITK_NUM,
+      CUBLASLT_ALGO_CONFIG_REDUCTION_SCHEME,
+      CUBLASLT_ALGO_CONFIG_CTA_SWIZZLING,
+      CUBLASLT_ALGO_CONFIG_CUSTOM_OPTION,
+      CUBLASLT_ALGO_CONFIG_INNER_SHAPE_ID,
+      CUBLASLT_ALGO_CONFIG_CLUSTER_SHAPE_ID};
+  cublasComputeType_t m_compute = CUBLAS_COMPUTE_32F;
+  cudaDataType_t m_scale = CUDA_R_32F, m_type = CUDA_R_32F;
   cublasLtMatmulDesc_t m_op = nullptr;
   cublasLtMatrixLayout_t m_a = nullptr, m_b = nullptr, m_c = nullptr;
   cublasLtMatmulAlgo_t m_algos[max_algorithms] = {};

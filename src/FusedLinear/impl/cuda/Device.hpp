@@ -8,6 +8,7 @@
 #include <Kokkos_Core.hpp>  // KOKKOS_ENABLE_CUDA
 
 #if defined(KOKKOS_ENABLE_CUDA)
+#include <atomic>
 #include <cstdint>
 #include <stdexcept>
 #include <string>
@@ -35,6 +36,30 @@ inline void cuda_check(cudaError_t e, const char* function, const char* what) {
 class CudaDeviceGuard {
  public:
   CudaDeviceGuard(int device, const char* function) {
+    ++depth();
+    try {
+      enter(device, function);
+    } catch (...) {
+      --depth();
+      throw;
+    }
+  }
+  ~CudaDeviceGuard() {
+    if (m_changed) cudaSetDevice(m_previous);
+    --depth();
+  }
+  CudaDeviceGuard(const CudaDeviceGuard&) = delete;
+  CudaDeviceGuard& operator=(const CudaDeviceGuard&) = delete;
+
+  /// Guards alive on this thread: direct CUDA calls of the library's entry points come after one
+  /// (cuda_call_without_guard counts those that do not; the tests read it).
+  static int& depth() {
+    static thread_local int guards = 0;
+    return guards;
+  }
+
+ private:
+  void enter(int device, const char* function) {
     cuda_check(cudaGetDevice(&m_previous), function, "query the current device");
     static thread_local std::uint64_t bound = 0;  // devices set on this thread (the first 64)
     const std::uint64_t bit = device < 64 ? std::uint64_t(1) << device : 0;
@@ -44,21 +69,106 @@ class CudaDeviceGuard {
       m_changed = m_previous != device;
     }
   }
-  ~CudaDeviceGuard() {
-    if (m_changed) cudaSetDevice(m_previous);
+  int m_previous = 0;
+  bool m_changed = false;
+};
+
+/// Direct CUDA calls an entry point made before selecting its device (none, when every entry
+/// point takes its device guard first): counted by guarded_cuda_call, read by the tests.
+inline std::atomic<long>& cuda_calls_without_guard() {
+  static std::atomic<long> calls{0};
+  return calls;
+}
+/// Marks a direct CUDA call that acts on, or reads, the current device's state.
+inline void guarded_cuda_call() {
+  if (CudaDeviceGuard::depth() == 0) cuda_calls_without_guard().fetch_add(1);
+}
+
+/// CudaDeviceGuard for destructors and deferred releases: never throws (a device that cannot
+/// be made current leaves the thread's as it was).
+class CudaDeviceGuardNoThrow {
+ public:
+  explicit CudaDeviceGuardNoThrow(int device) {
+    ++CudaDeviceGuard::depth();
+    if (cudaGetDevice(&m_previous) == cudaSuccess && m_previous != device)
+      m_changed = cudaSetDevice(device) == cudaSuccess;
+    (void)cudaGetLastError();
   }
-  CudaDeviceGuard(const CudaDeviceGuard&) = delete;
-  CudaDeviceGuard& operator=(const CudaDeviceGuard&) = delete;
+  ~CudaDeviceGuardNoThrow() {
+    if (m_changed) cudaSetDevice(m_previous);
+    --CudaDeviceGuard::depth();
+  }
+  CudaDeviceGuardNoThrow(const CudaDeviceGuardNoThrow&) = delete;
+  CudaDeviceGuardNoThrow& operator=(const CudaDeviceGuardNoThrow&) = delete;
 
  private:
   int m_previous = 0;
   bool m_changed = false;
 };
 
+/// A stream's capture into a CUDA graph: whether it is being captured, and then the capture's
+/// id (unique in the process) and the graph being built (null where the capture was
+/// invalidated or the query failed).
+struct StreamCapture {
+  bool capturing = false;
+  unsigned long long id = 0;
+  cudaGraph_t graph = nullptr;
+};
+/// A query that fails (a capture elsewhere in cudaStreamCaptureModeGlobal can forbid it)
+/// counts as capturing, with no graph; its error is taken off the thread, being this query's.
+inline StreamCapture stream_capture(cudaStream_t stream) {
+  guarded_cuda_call();
+  cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
+  StreamCapture c;
+#if CUDART_VERSION >= 13000
+  const cudaError_t e = cudaStreamGetCaptureInfo(stream, &status, &c.id, &c.graph);
+#else
+  const cudaError_t e =
+      cudaStreamGetCaptureInfo_v2(stream, &status, &c.id, &c.graph, nullptr, nullptr);
+#endif
+  if (e != cudaSuccess) {
+    (void)cudaGetLastError();
+    return {true, 0, nullptr};
+  }
+  c.capturing = status != cudaStreamCaptureStatusNone;
+  if (status != cudaStreamCaptureStatusActive) c.graph = nullptr;
+  return c;
+}
+
+/// This thread's stream capture interaction mode set to relaxed for a scope: what the library
+/// frees then is not refused because another thread captures in global mode (the memory of a
+/// released plan is in no capture).
+class RelaxedCaptureMode {
+ public:
+  RelaxedCaptureMode() {
+    m_changed = cudaThreadExchangeStreamCaptureMode(&m_mode) == cudaSuccess;
+    (void)cudaGetLastError();
+  }
+  ~RelaxedCaptureMode() {
+    if (m_changed) cudaThreadExchangeStreamCaptureMode(&m_mode);
+  }
+  RelaxedCaptureMode(const RelaxedCaptureMode&) = delete;
+  RelaxedCaptureMode& operator=(const RelaxedCaptureMode&) = delete;
+
+ private:
+  cudaStreamCaptureMode m_mode = cudaStreamCaptureModeRelaxed;
+  bool m_changed = false;
+};
+
+/// Whether a stream of the current device that synchronises with the legacy default stream is
+/// being captured (the legacy stream's own query then fails with cudaErrorStreamCaptureImplicit).
+inline bool blocking_capture_on_current_device() {
+  cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
+  const cudaError_t e = cudaStreamIsCapturing(cudaStreamLegacy, &status);
+  if (e != cudaSuccess) (void)cudaGetLastError();
+  return e != cudaSuccess || status != cudaStreamCaptureStatusNone;
+}
+
 /// Whether work enqueued on `stream` is being captured into a CUDA graph (not run). A query that
 /// fails (a capture elsewhere in cudaStreamCaptureModeGlobal can forbid it) counts as capturing;
 /// its error is taken off the thread, since it is this query's own.
 inline bool stream_is_capturing(cudaStream_t stream) {
+  guarded_cuda_call();
   cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
   if (cudaStreamIsCapturing(stream, &status) != cudaSuccess) {
     (void)cudaGetLastError();

@@ -91,15 +91,18 @@ class LtProduct {
   /// For the Views a plan is made with; throws std::runtime_error if cuBLASLt finds no kernel.
   /// The plan's workspace is 256-byte aligned.
   /// `algorithms`, `variant` (strict and tf32): hold the heuristic's first `algorithms` ranked
-  /// algorithms (Planning::Measure times them) and run the `variant`-th (0: its first choice).
+  /// algorithms (Planning::Measure times them) and run the `variant`-th (0: its first choice);
+  /// `config` (from wisdom): run the algorithm of that configuration instead (LtPlan::adopt).
   template <class XView, class WView, class YView>
   LtProduct(const XView& X, const WView& W, const YView& Y, bool bias, Precision precision,
-            std::size_t partials_limit, int algorithms = 1, int variant = 0)
+            std::size_t partials_limit, int algorithms = 1, int variant = 0,
+            const std::string& config = {})
       : m_precision(precision), m_M(Y.extent(0)), m_N(Y.extent(1)), m_K(X.extent(1)) {
     if (precision != Precision::TF32x3) {
       m_main.reset(
           new Planned(m_handle, call_of(X, W, Y, bias), std::max(algorithms, variant + 1)));
       m_main->plan.select(variant);
+      if (!config.empty()) m_main->plan.adopt(m_handle.get(), config);
       m_workspace = m_main->plan.workspace_bytes();
       return;
     }
@@ -130,6 +133,10 @@ class LtProduct {
   int variants() const { return m_precision != Precision::TF32x3 ? m_main->plan.algorithms() : 1; }
   void select(int variant) {
     if (m_precision != Precision::TF32x3) m_main->plan.select(variant);
+  }
+  /// The configuration of the algorithm that runs (strict, tf32; empty in 3xtf32).
+  std::string variant_config() const {
+    return m_precision != Precision::TF32x3 ? m_main->plan.config() : std::string();
   }
 
   /// Why run() cannot take these Views (their leading dimensions or alignment differ from

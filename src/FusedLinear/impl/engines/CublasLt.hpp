@@ -8,6 +8,7 @@
 
 #include <cstddef>
 #include <memory>
+#include <string>
 #include <type_traits>
 
 #include <Kokkos_Core.hpp>
@@ -86,7 +87,7 @@ class CublasLtEngine<ExecSpace, XView, WView, BView, YView, true> {
       : m_ep(s.ep), m_algorithm(s.decision.algorithm), m_bias(s.decision.bias_in_gemm) {
     const Experimental::Tuning& t = s.options.tuning;
     m_lt.reset(new Lt(s.X, s.W, s.Y, m_bias, s.decision.precision, t.tf32x3_partials_limit,
-                      s.lt_algorithms, s.decision.lt_variant));
+                      s.lt_algorithms, s.decision.lt_variant, s.decision.lt_config));
     m_workspace = Workspace<Memory>(Workspace<Memory>::piece(m_lt->workspace_bytes()), s.function,
                                     m_algorithm);
   }
@@ -95,6 +96,7 @@ class CublasLtEngine<ExecSpace, XView, WView, BView, YView, true> {
   /// cuBLASLt's ranked algorithms held (Planning::Measure times each), and the one that runs.
   int variants() const { return m_lt->variants(); }
   void select(int variant) { m_lt->select(variant); }
+  std::string variant_config() const { return m_lt->variant_config(); }
 
   void check(const ExecSpace&, const XView& X, const WView& W, const BView& b, const YView& Y,
              const char* function) const {

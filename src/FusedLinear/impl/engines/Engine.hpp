@@ -125,6 +125,8 @@ struct EngineBase {
   void check(const Args&...) const {}
   int variants() const { return 1; }
   void select(int) {}
+  /// The selected variant's configuration, as wisdom keeps it (cuBLASLt's); empty elsewhere.
+  std::string variant_config() const { return {}; }
 };
 
 /// The engine of a backend absent from this build, or that cannot serve these Views: never
