@@ -349,6 +349,7 @@ std::string status() {
 #else
   add("cuda_kernel", "0");
 #endif
+  add("forked", std::to_string(int(s.forked)));
   add("serial_fallback", std::to_string(int(s.serial_fallback)));
   add("host_space", s.host_space);
   add("host_threads", std::to_string(s.host_threads));

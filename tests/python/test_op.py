@@ -144,8 +144,8 @@ def test_python_wrapper_matches_the_op(op):
 
 
 def test_calls_from_another_thread():
-    # Kokkos 3.4's OpenMP backend runs team kernels only from the thread that initialised it;
-    # calls from other threads run on Kokkos::Serial, one at a time.
+    # Calls from other threads than the initialising one compute too (on the host pool, one
+    # at a time: tests/python/test_concurrency.py has the details).
     x, w, b = make_inputs(32, 128, 16, seed=9)
     fused_linear.linear_leaky_relu(x, w, b, M_, S_)  # initialised here, on the main thread
     results, errors = {}, []
