@@ -12,6 +12,7 @@
 #include <cstring>
 #include <deque>
 #include <mutex>
+#include <new>
 #include <sstream>
 #include <stdexcept>
 #include <string>
@@ -26,6 +27,13 @@
 #if defined(KOKKOS_ENABLE_CUDA)
 #include <cuda_runtime.h>
 #endif
+#if defined(KOKKOS_ENABLE_OPENMP)
+#include <omp.h>
+#endif
+#if defined(__unix__) || defined(__APPLE__)
+#include <pthread.h>
+#define FUSED_LINEAR_TORCH_HAS_ATFORK 1
+#endif
 
 namespace FusedLinearTorch {
 namespace {
@@ -37,7 +45,17 @@ std::mutex g_life_mutex;
 std::atomic<bool> g_ready{false};  // Kokkos is up and usable (checked on every call, unlocked)
 bool g_owned = false;              // this extension initialised Kokkos and will finalise it
 bool g_finalized = false;
-std::thread::id g_init_thread;  // Kokkos 3.4 OpenMP runs team kernels from this thread only
+// Calls inside the library now, and finalize() begun: finalize waits for the calls to leave
+// (a daemon thread may be inside one at interpreter exit) and refuses new ones.
+std::atomic<int> g_calls{0};
+std::atomic<bool> g_closing{false};
+// A child forked after this library was loaded: its host thread pools (GNU OpenMP's) are the
+// parent's, whose threads fork did not copy; host calls run on Kokkos::Serial there.
+std::atomic<bool> g_forked{false};
+
+constexpr const char* finalised_message =
+    "Kokkos was finalised (at interpreter exit, or by fused_linear.finalize()); Kokkos cannot "
+    "start again in a process";
 
 #if defined(KOKKOS_ENABLE_CUDA)
 /// Kokkos 3.4 makes a Kokkos::Cuda(stream) expensively (it allocates the instance's scratch and
@@ -56,23 +74,84 @@ CudaInstances& cuda_instances() {
 }
 #endif
 
-/// Kokkos::Serial where a host call comes from a thread other than the one that initialised
-/// Kokkos (Kokkos 3.4's OpenMP throws there); one at a time: a Kokkos 3.4 host instance must
-/// not be entered from two threads at once.
-std::mutex g_serial_mutex;
-constexpr bool has_serial_fallback =
+/// One call inside the library: counted while it lasts, refused once finalize() has begun.
+class CallScope {
+ public:
+  CallScope() {
+    g_calls.fetch_add(1);  // sequentially consistent with finalize's g_closing, g_calls
+    if (g_closing.load() || !g_ready.load()) {
+      g_calls.fetch_sub(1);
+      if (g_closing.load() || g_finalized)
+        throw std::runtime_error(std::string(prefix) + finalised_message);
+      throw std::runtime_error(std::string(prefix) +
+                               "Kokkos is not initialised (internal error: the op initialises "
+                               "it before its first call)");
+    }
+  }
+  ~CallScope() { g_calls.fetch_sub(1); }
+  CallScope(const CallScope&) = delete;
+  CallScope& operator=(const CallScope&) = delete;
+};
+
+// ------------------------------------------------------------------ the host execution space
+// Which threads may run the default host space is Kokkos' state, asked of Kokkos:
+// - Kokkos 4's OpenMP runs from any thread (each instance takes its own lock);
+// - Kokkos 3.4's OpenMP runs on the thread whose thread-local instance pointer is set (the
+//   initialising thread): the pool is lent to the calling thread for the call, under
+//   g_host_mutex, so every thread computes on the pool, one call at a time;
+// - other pools (Threads, HPX) run on the thread that initialised Kokkos (marked
+//   thread-locally, so a new thread never inherits the mark, whatever its id); other threads
+//   use Kokkos::Serial (with the application's Kokkos, every thread uses the pool).
+// Inside an OpenMP parallel region, and in a forked child, host calls run on Kokkos::Serial.
+std::mutex g_host_mutex;  // one host call at a time where Kokkos 3.4's pool or Serial is shared
+constexpr bool host_default_is_serial =
 #if defined(KOKKOS_ENABLE_SERIAL)
-    !std::is_same<Kokkos::DefaultHostExecutionSpace, Kokkos::Serial>::value;
+    std::is_same<Kokkos::DefaultHostExecutionSpace, Kokkos::Serial>::value;
 #else
     false;
 #endif
+#if defined(KOKKOS_ENABLE_OPENMP)
+constexpr bool host_default_is_openmp =
+    std::is_same<Kokkos::DefaultHostExecutionSpace, Kokkos::OpenMP>::value;
+#else
+constexpr bool host_default_is_openmp = false;
+#endif
+#if defined(KOKKOS_ENABLE_OPENMP) && KOKKOS_VERSION < 40000
+#define FUSED_LINEAR_TORCH_LENDS_POOL 1
+Kokkos::Impl::OpenMPExec* g_openmp_pool = nullptr;  // the initialising thread's, under g_life_mutex
 
-void require_ready() {
-  if (!g_ready.load(std::memory_order_acquire))
-    throw std::runtime_error(std::string(prefix) +
-                             "Kokkos is not initialised (internal error: the op initialises it "
-                             "before its first call)");
-}
+/// The pool lent to a thread that has none, for as long as the object lives (g_host_mutex held).
+class LentPool {
+ public:
+  LentPool() : m_lent(Kokkos::Impl::t_openmp_instance == nullptr && g_openmp_pool != nullptr) {
+    if (m_lent) Kokkos::Impl::t_openmp_instance = g_openmp_pool;
+  }
+  ~LentPool() {
+    if (m_lent) Kokkos::Impl::t_openmp_instance = nullptr;
+  }
+  LentPool(const LentPool&) = delete;
+  LentPool& operator=(const LentPool&) = delete;
+
+ private:
+  bool m_lent;
+};
+#endif
+thread_local bool t_initialised_here = false;  // this thread initialised Kokkos
+
+/// Restores the calling thread's OpenMP thread count (what torch.get_num_threads() reads),
+/// which Kokkos' OpenMP backend sets when it starts.
+class KeepOpenMPThreads {
+ public:
+#if defined(KOKKOS_ENABLE_OPENMP)
+  KeepOpenMPThreads() : m_threads(omp_get_max_threads()) {}
+  ~KeepOpenMPThreads() { omp_set_num_threads(m_threads); }
+
+ private:
+  int m_threads;
+#else
+  KeepOpenMPThreads() {}
+#endif
+};
 
 std::vector<std::string> split_words(const char* text) {
   std::vector<std::string> words;
@@ -144,7 +223,7 @@ struct Views {
 /// Calls f(exec, Views<T, Memory>) for the call's place and value type.
 template <class F>
 void dispatch(const Call& c, F&& f) {
-  require_ready();
+  const CallScope scope;
   auto typed = [&](const auto& exec, auto memory) {
     using Memory = decltype(memory);
     if (c.dtype == DType::Float32)
@@ -169,13 +248,47 @@ void dispatch(const Call& c, F&& f) {
 #endif
     return;
   }
+  auto on_serial = [&] {
 #if defined(KOKKOS_ENABLE_SERIAL)
-  if (has_serial_fallback && g_owned && std::this_thread::get_id() != g_init_thread) {
-    std::lock_guard<std::mutex> lock(g_serial_mutex);
+    std::lock_guard<std::mutex> lock(g_host_mutex);
     typed(Kokkos::Serial(), Kokkos::HostSpace());
+#else
+    throw std::runtime_error(
+        std::string(prefix) +
+        (g_forked.load() ? "this process was forked after its host thread pool started, which "
+                           "fork() does not copy, and this build's Kokkos has no Serial backend "
+                           "to compute without it; start processes with spawn"
+                         : "this thread cannot run Kokkos' host backend, and this build's Kokkos "
+                           "has no Serial backend"));
+#endif
+  };
+  if (host_default_is_serial) {
+    std::lock_guard<std::mutex> lock(g_host_mutex);
+    typed(Kokkos::DefaultHostExecutionSpace(), Kokkos::HostSpace());
+    return;
+  }
+  if (g_forked.load(std::memory_order_relaxed)) return on_serial();
+#if defined(KOKKOS_ENABLE_OPENMP)
+  if (host_default_is_openmp && omp_in_parallel()) return on_serial();
+#endif
+#if defined(FUSED_LINEAR_TORCH_LENDS_POOL)
+  if (host_default_is_openmp) {
+    std::unique_lock<std::mutex> lock(g_host_mutex);
+    const LentPool lent;
+    if (Kokkos::Impl::t_openmp_instance == nullptr) {  // another owner's Kokkos, not our pool
+      lock.unlock();
+      return on_serial();
+    }
+    typed(Kokkos::DefaultHostExecutionSpace(), Kokkos::HostSpace());
+    return;
+  }
+#else
+  if (host_default_is_openmp) {
+    typed(Kokkos::DefaultHostExecutionSpace(), Kokkos::HostSpace());
     return;
   }
 #endif
+  if (g_owned && !t_initialised_here) return on_serial();
   typed(Kokkos::DefaultHostExecutionSpace(), Kokkos::HostSpace());
 }
 
@@ -190,6 +303,25 @@ void set_cuda_device() {
 #endif
 }
 
+/// In a child forked while another thread was inside a call, that thread's locks and count
+/// are copies of a thread the child does not have: they start afresh (only the forking thread
+/// exists, and it was not inside a call). std::mutex has no other way to be reset.
+void forked_child() {
+  g_forked.store(true);
+  g_calls.store(0);
+  new (&g_host_mutex) std::mutex;
+  new (&g_life_mutex) std::mutex;
+}
+
+struct ForkHandler {
+  ForkHandler() {
+#if defined(FUSED_LINEAR_TORCH_HAS_ATFORK)
+    pthread_atfork(nullptr, nullptr, &forked_child);
+#endif
+  }
+};
+const ForkHandler fork_handler;  // registered when the extension is loaded
+
 }  // namespace
 
 // ------------------------------------------------------------------ the interface
@@ -197,16 +329,17 @@ void ensure_initialized(int host_threads, int cuda_device, const char* extra_arg
   if (g_ready.load(std::memory_order_acquire)) return;
   std::lock_guard<std::mutex> lock(g_life_mutex);
   if (g_ready.load(std::memory_order_relaxed)) return;
-  if (g_finalized)
-    throw std::runtime_error(
-        std::string(prefix) +
-        "Kokkos was finalised (at interpreter exit, or by "
-        "fused_linear.finalize()); Kokkos 3.4 cannot start again in a process");
+  if (g_finalized) throw std::runtime_error(std::string(prefix) + finalised_message);
   if (Kokkos::is_initialized()) {  // the application's Kokkos: use it, leave it to its owner
     set_cuda_device();
+    g_closing.store(false);
     g_ready.store(true, std::memory_order_release);
     return;
   }
+  // In a forked child the OpenMP runtime believes the parent's threads exist: Kokkos starts
+  // with one host thread there (and the calls run on Serial).
+  const bool forked = g_forked.load();
+  if (forked) host_threads = 1;
   std::vector<std::string> args{"fused_linear"};
   if (host_threads > 0) {
 #if KOKKOS_VERSION >= 30700
@@ -239,13 +372,23 @@ void ensure_initialized(int host_threads, int cuda_device, const char* extra_arg
   for (auto& a : args) argv.push_back(&a[0]);
   argv.push_back(nullptr);
   int argc = static_cast<int>(args.size());
-  Kokkos::initialize(argc, argv.data());
+  {
+    const KeepOpenMPThreads keep;
+#if defined(KOKKOS_ENABLE_OPENMP)
+    if (forked) omp_set_num_threads(1);  // Kokkos counts the threads of a first parallel region
+#endif
+    Kokkos::initialize(argc, argv.data());
+  }
 #if defined(KOKKOS_ENABLE_CUDA)
   cudaSetDevice(previous);  // Kokkos made its device current; the caller's stays as it was
 #endif
   g_owned = true;
   set_cuda_device();
-  g_init_thread = std::this_thread::get_id();
+  t_initialised_here = true;
+#if defined(FUSED_LINEAR_TORCH_LENDS_POOL)
+  g_openmp_pool = Kokkos::Impl::t_openmp_instance;
+#endif
+  g_closing.store(false);
   g_ready.store(true, std::memory_order_release);
 }
 
@@ -254,6 +397,21 @@ bool ready() { return g_ready.load(std::memory_order_acquire); }
 void finalize() {
   std::lock_guard<std::mutex> lock(g_life_mutex);
   if (!g_ready.load(std::memory_order_acquire)) return;
+  // No new call starts; those inside the library (other threads') finish first.
+  g_closing.store(true);
+  while (g_calls.load() != 0) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  if (g_forked.load()) {
+    // A forked child's plans, instances and pool are copies whose threads and device
+    // contexts are the parent's: releasing them would enter them. The process's exit frees it.
+    g_ready.store(false, std::memory_order_release);
+    g_finalized = g_owned;
+    g_owned = false;
+    return;
+  }
+  std::lock_guard<std::mutex> host_lock(g_host_mutex);
+#if defined(FUSED_LINEAR_TORCH_LENDS_POOL)
+  const LentPool lent;  // Kokkos 3.4 destroys the pool from the thread that holds it
+#endif
   // Plans first (they fence their instances), then the instances, then Kokkos.
   FusedLinear::release_cached_plans();
 #if defined(KOKKOS_ENABLE_CUDA)
@@ -269,6 +427,9 @@ void finalize() {
   if (g_owned && Kokkos::is_initialized()) {
     Kokkos::finalize();
     g_finalized = true;
+#if defined(FUSED_LINEAR_TORCH_LENDS_POOL)
+    g_openmp_pool = nullptr;
+#endif
   }
   g_owned = false;
 }
@@ -289,7 +450,8 @@ std::size_t run_info(const Call& c, char* text, std::size_t capacity) {
         exec, v.X, v.W, v.b, v.Y, T(c.multiplier), T(c.negative_slope), options_of(c));
     out = std::string("algorithm=") + FusedLinear::to_string(info.algorithm) +
           ";precision=" + FusedLinear::to_string(info.precision) +
-          ";gemm=" + FusedLinear::to_string(info.gemm) + ";note=" + info.note;
+          ";gemm=" + FusedLinear::to_string(info.gemm) +
+          ";execution_space=" + std::decay_t<decltype(exec)>::name() + ";note=" + info.note;
   });
   if (capacity > 0) {
     const std::size_t copied = std::min(out.size(), capacity - 1);
@@ -343,7 +505,8 @@ Status status() {
   s.initialized = Kokkos::is_initialized();
   s.owned = g_owned;
   s.finalized = g_finalized;
-  s.serial_fallback = has_serial_fallback;
+  s.forked = g_forked.load();
+  s.serial_fallback = s.forked || (!host_default_is_serial && !host_default_is_openmp);
   std::snprintf(s.kokkos_version, sizeof(s.kokkos_version), "%d.%d.%d", KOKKOS_VERSION / 10000,
                 KOKKOS_VERSION / 100 % 100, KOKKOS_VERSION % 100);
   std::snprintf(s.host_space, sizeof(s.host_space), "%s",
@@ -352,7 +515,13 @@ Status status() {
   s.cuda = true;
 #endif
   if (s.initialized) {
-    s.host_threads = Kokkos::DefaultHostExecutionSpace().concurrency();
+    {
+      std::lock_guard<std::mutex> host_lock(g_host_mutex);
+#if defined(FUSED_LINEAR_TORCH_LENDS_POOL)
+      const LentPool lent;  // Kokkos 3.4 tells the pool's size to the thread that holds it
+#endif
+      s.host_threads = Kokkos::DefaultHostExecutionSpace().concurrency();
+    }
 #if defined(KOKKOS_ENABLE_CUDA)
     s.cuda_device = g_cuda_device;
     CudaInstances& c = cuda_instances();

@@ -42,14 +42,16 @@ struct Call {
 void ensure_initialized(int host_threads, int cuda_device, const char* extra_args);
 /// Whether Kokkos is initialised and usable (one atomic load).
 bool ready();
-/// Releases the cached plans and Kokkos instances, then finalises Kokkos if this extension
-/// initialised it. Safe to call more than once.
+/// Refuses new calls, waits for those of other threads still inside the library, releases the
+/// cached plans and Kokkos instances, then finalises Kokkos if this extension initialised it
+/// (in a forked child it releases nothing: those are the parent's). Safe to call more than once.
 void finalize();
 
 /// Runs the layer through FusedLinear::linear_leaky_relu (asynchronous on CUDA).
 void run(const Call& call);
-/// As run(), returning what ran (FusedLinear::RunInfo) as "algorithm=...;precision=...;
-/// gemm=...;note=..." in `text` (truncated to `capacity`); returns the full length.
+/// As run(), returning what ran (FusedLinear::RunInfo and the Kokkos execution space) as
+/// "algorithm=...;precision=...;gemm=...;execution_space=...;note=..." in `text` (truncated to
+/// `capacity`); returns the full length.
 std::size_t run_info(const Call& call, char* text, std::size_t capacity);
 
 /// Per-call wall-clock times (microseconds, into `us[0..iters)`) of `iters` calls of
@@ -66,7 +68,9 @@ struct Status {
   bool owned = false;             ///< ... by this extension (it will finalise it)
   bool finalized = false;         ///< finalize() has run
   bool cuda = false;              ///< Kokkos has its CUDA backend in this build
-  bool serial_fallback = false;   ///< host calls from other threads run on Kokkos::Serial
+  bool forked = false;            ///< a child forked after the extension was loaded
+  bool serial_fallback = false;   ///< some host calls run on Kokkos::Serial (a forked child,
+                                  ///< threads other than the initialiser's on a Threads pool)
   int host_threads = 0;           ///< concurrency of the default host execution space
   int cuda_device = -1;           ///< the CUDA device Kokkos runs on
   int cached_cuda_instances = 0;  ///< Kokkos::Cuda instances kept, one per stream

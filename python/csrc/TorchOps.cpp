@@ -2,7 +2,8 @@
 /// \file TorchOps.cpp
 /// The PyTorch operator fused_linear::linear_leaky_relu: its schema, CPU and CUDA kernels (the
 /// library through KokkosBridge), a Meta kernel (shapes only: torch.compile and FakeTensor trace
-/// with it) and an Autograd kernel (the backward in PyTorch ops). Includes no Kokkos header.
+/// with it), an Autograd kernel (the backward in PyTorch ops) and Autocast kernels (float32, as
+/// PyTorch's fp32-only ops). Includes no Kokkos header.
 #include <algorithm>
 #include <chrono>
 #include <cstdlib>
@@ -15,6 +16,7 @@
 #include <ATen/ATen.h>
 #include <ATen/Parallel.h>
 #include <ATen/core/dispatch/Dispatcher.h>
+#include <c10/core/impl/LocalDispatchKeySet.h>
 #include <torch/autograd.h>
 #include <torch/library.h>
 #include <torch/version.h>
@@ -206,48 +208,73 @@ op_handle() {
 }
 
 /// d/dz LeakyReLU(z) is 1 for z > 0, else the slope (PyTorch's choice at 0). With a slope >= 0,
-/// z > 0 exactly where the output is > 0, so the output alone gives it; a negative slope maps
-/// both signs to positive outputs, and z is recomputed in PyTorch ops.
+/// z > 0 exactly where the output is > 0: that sign is saved, not the output (which the caller
+/// may then modify in place, as the reference model allows). A negative slope maps both signs
+/// to positive outputs, and z is recomputed in PyTorch ops.
 class LinearLeakyReLUFunction : public torch::autograd::Function<LinearLeakyReLUFunction> {
  public:
   static at::Tensor forward(torch::autograd::AutogradContext* ctx, const at::Tensor& x,
                             const at::Tensor& weight, const at::Tensor& bias, double multiplier,
-                            double negative_slope, Strings precision, Strings algorithm) {
+                            double negative_slope, Strings precision, Strings algorithm,
+                            bool records_graph) {
     at::Tensor y;
     {
       at::AutoDispatchBelowADInplaceOrView below_autograd;
       y = op_handle().call(x, weight, bias, multiplier, negative_slope, precision, algorithm);
     }
+    if (!records_graph) return y;  // no backward will run: nothing to save
     ctx->saved_data["multiplier"] = multiplier;
     ctx->saved_data["negative_slope"] = negative_slope;
-    ctx->save_for_backward({x, weight, bias, negative_slope >= 0 ? y : at::Tensor()});
+    if (negative_slope >= 0)
+      ctx->save_for_backward({x, weight, at::Tensor(), y > 0});
+    else
+      ctx->save_for_backward({x, weight, bias, at::Tensor()});
     return y;
   }
 
   static torch::autograd::variable_list backward(torch::autograd::AutogradContext* ctx,
                                                  torch::autograd::variable_list grads) {
     const auto saved = ctx->get_saved_variables();
-    const at::Tensor &x = saved[0], &weight = saved[1], &bias = saved[2], &y = saved[3];
+    const at::Tensor &x = saved[0], &weight = saved[1], &bias = saved[2], &sign = saved[3];
     const double m = ctx->saved_data["multiplier"].toDouble();
     const double s = ctx->saved_data["negative_slope"].toDouble();
     const at::Tensor& dy = grads[0];
     at::Tensor dx, dw, db;
     if (dy.defined()) {
-      const at::Tensor positive = s >= 0 ? y > 0 : (at::addmm(bias, x, weight.t()) * m) > 0;
+      const at::Tensor positive = s >= 0 ? sign : (at::addmm(bias, x, weight.t()) * m) > 0;
       const at::Tensor g = at::where(positive, dy * m, dy * (m * s));
       if (ctx->needs_input_grad(0)) dx = g.mm(weight);
       if (ctx->needs_input_grad(1)) dw = g.t().mm(x);
       if (ctx->needs_input_grad(2)) db = g.sum(0);
     }
-    return {dx, dw, db, at::Tensor(), at::Tensor(), at::Tensor(), at::Tensor()};
+    return {dx, dw, db, at::Tensor(), at::Tensor(), at::Tensor(), at::Tensor(), at::Tensor()};
   }
 };
 
 at::Tensor linear_leaky_relu_autograd(const at::Tensor& x, const at::Tensor& weight,
                                       const at::Tensor& bias, double multiplier,
                                       double negative_slope, Strings precision, Strings algorithm) {
+  const bool records_graph = at::GradMode::is_enabled() &&
+                             (x.requires_grad() || weight.requires_grad() || bias.requires_grad());
   return LinearLeakyReLUFunction::apply(x, weight, bias, multiplier, negative_slope, precision,
-                                        algorithm);
+                                        algorithm, records_graph);
+}
+
+/// Under torch.autocast the op is one of PyTorch's fp32-only ops (as its fp32 cast policy):
+/// float16 and bfloat16 arguments become float32, float32 and float64 ones stay; then the op
+/// runs with autocast off (so the casts are below it and recorded for autograd).
+at::Tensor to_float32_if_low(const at::Tensor& t) {
+  const auto dtype = t.scalar_type();
+  return dtype == at::kHalf || dtype == at::kBFloat16 ? t.to(at::kFloat) : t;
+}
+
+template <c10::DispatchKey autocast_key>
+at::Tensor linear_leaky_relu_autocast(const at::Tensor& x, const at::Tensor& weight,
+                                      const at::Tensor& bias, double multiplier,
+                                      double negative_slope, Strings precision, Strings algorithm) {
+  const c10::impl::ExcludeDispatchKeyGuard no_autocast(autocast_key);
+  return op_handle().call(to_float32_if_low(x), to_float32_if_low(weight), to_float32_if_low(bias),
+                          multiplier, negative_slope, precision, algorithm);
 }
 
 // ------------------------------------------------------------------ helpers for Python
@@ -349,6 +376,7 @@ std::string status() {
 #else
   add("cuda_kernel", "0");
 #endif
+  add("forked", std::to_string(int(s.forked)));
   add("serial_fallback", std::to_string(int(s.serial_fallback)));
   add("host_space", s.host_space);
   add("host_threads", std::to_string(s.host_threads));
@@ -404,4 +432,10 @@ TORCH_LIBRARY_IMPL(fused_linear, CUDA, m) { m.impl("linear_leaky_relu", &linear_
 TORCH_LIBRARY_IMPL(fused_linear, Meta, m) { m.impl("linear_leaky_relu", &linear_leaky_relu_meta); }
 TORCH_LIBRARY_IMPL(fused_linear, Autograd, m) {
   m.impl("linear_leaky_relu", &linear_leaky_relu_autograd);
+}
+TORCH_LIBRARY_IMPL(fused_linear, AutocastCPU, m) {
+  m.impl("linear_leaky_relu", &linear_leaky_relu_autocast<c10::DispatchKey::AutocastCPU>);
+}
+TORCH_LIBRARY_IMPL(fused_linear, AutocastCUDA, m) {
+  m.impl("linear_leaky_relu", &linear_leaky_relu_autocast<c10::DispatchKey::AutocastCUDA>);
 }

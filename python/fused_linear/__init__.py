@@ -44,8 +44,9 @@ def linear_leaky_relu(x, weight, bias, multiplier, negative_slope, precision="st
                       algorithm="auto"):
     """``F.leaky_relu(F.linear(x, weight, bias) * multiplier, negative_slope)`` in one call.
 
-    x [M, K], weight [N, K], bias [N]: float32 or float64, one device (CPU or CUDA; on CUDA it
-    runs on PyTorch's current stream). precision: "strict" (IEEE fp32), "3xtf32" (fp32-accurate
+    x [M, K], weight [N, K], bias [N]: float32 or float64 (float16 and bfloat16 under
+    torch.autocast, which runs them in float32), one device (CPU or CUDA; on CUDA it runs on
+    PyTorch's current stream; on the CPU from any thread, one call at a time). precision: "strict" (IEEE fp32), "3xtf32" (fp32-accurate
     on tensor cores), "tf32"; algorithm: "auto" or one of the library's paths. Non-contiguous
     tensors are copied to contiguous first. Differentiable in x, weight and bias.
     """
@@ -55,10 +56,11 @@ def linear_leaky_relu(x, weight, bias, multiplier, negative_slope, precision="st
 
 def run_info(x, weight, bias, multiplier, negative_slope, precision="strict", algorithm="auto"):
     """What the library runs for these arguments (it runs them once): a dict with the keys
-    algorithm, precision, gemm and note (why any of them differs from the request)."""
+    algorithm, precision, gemm, execution_space (the Kokkos execution space the call ran on,
+    from this thread) and note (why any of them differs from the request)."""
     text = _ops.run_info(x, weight, bias, float(multiplier), float(negative_slope), precision,
                          algorithm)
-    return dict(item.split("=", 1) for item in text.split(";", 3))
+    return dict(item.split("=", 1) for item in text.split(";", 4))
 
 
 def status():
@@ -79,9 +81,9 @@ def initialize(num_threads=None, device=None):
 
 
 def finalize():
-    """Releases the cached plans and Kokkos instances and finalises Kokkos if this extension
-    initialised it. Runs at interpreter exit; afterwards the op refuses (Kokkos 3.4 cannot
-    start twice in a process)."""
+    """Refuses new calls, waits for those other threads have in flight, releases the cached
+    plans and Kokkos instances and finalises Kokkos if this extension initialised it. Runs at
+    interpreter exit; afterwards the op refuses (Kokkos cannot start twice in a process)."""
     _ops._finalize()
 
 

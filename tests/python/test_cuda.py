@@ -4,6 +4,7 @@ precisions, PyTorch's current stream, CUDA graphs, the device guard, gradients, 
 opcheck."""
 import pytest
 import torch
+import torch.nn.functional as F
 
 import fused_linear
 from conftest import (TF32_BOUND, assert_strict, eager, make_inputs, normwise_error,
@@ -155,6 +156,96 @@ def test_cuda_graph_capture_on_a_new_stream_is_refused():
     with pytest.raises(ValueError, match="CUDA graph"):
         with torch.cuda.graph(graph, stream=torch.cuda.Stream()):
             OP(x, w, b, M_, S_)
+
+
+def _bound_on_device(x, w, b, m, s, precision):
+    """The float64 reference on the GPU and the error check of `precision`: per element the
+    strict bound (conftest.strict_bound), normwise the 3xTF32 bound."""
+    x, w, b = x.double(), w.double(), b.double()
+    ref = F.leaky_relu(F.linear(x, w, b) * m, s)
+    if precision == "strict":
+        u, k = 2.0 ** -24, x.shape[1]
+        bound = ((k + 3) * u * abs(m) * max(1.0, abs(s)) * F.linear(x.abs(), w.abs(), b.abs())
+                 + 4 * u * ref.abs() + 1e-300)
+        return lambda y: ((y.double() - ref).abs() / bound).max()
+    limit = tf32x3_bound(x.shape[1])
+    return lambda y: (y.double() - ref).norm() / ref.norm() / limit
+
+
+@pytest.mark.parametrize("rows, k, n, precision", [(1024, 4096, 4096, "3xtf32"),
+                                                   (17, 4096, 260, "strict")],
+                         ids=["3xtf32-1024x4096x4096", "strict-17x4096x260"])
+def test_two_graphs_of_one_shape_replayed_at_once(rows, k, n, precision):
+    # torch.cuda.graph captures every graph on one stream unless told otherwise, so two graphs
+    # of one shape (one model captured for two static inputs) are captured on one stream with
+    # one plan key; replayed at once on two streams, neither may use the other's scratch.
+    # Then one graph replays on a side stream while eager calls run on the capture stream.
+    # Every output is compared with float64 (ratios to the precision's bound: <= 1 passes).
+    torch.manual_seed(21)
+    model = fused_linear.FusedLinearLeakyReLU(k, n, M_, S_, precision=precision).cuda()
+    w, b = model.gemm.weight.detach(), model.gemm.bias.detach()
+    sets = [torch.rand(rows, k, device=DEV) - 0.25 for _ in range(4)]
+    checks = [_bound_on_device(xs, w, b, M_, S_, precision) for xs in sets]
+    graphs = [torch.cuda.CUDAGraph(), torch.cuda.CUDAGraph()]
+    contexts = [torch.cuda.graph(g) for g in graphs]  # PyTorch's default capture stream
+    capture = getattr(contexts[0], "capture_stream", None) or torch.cuda.Stream()
+    static = [sets[0].clone(), sets[1].clone()]
+    with torch.no_grad():
+        outs = []
+        for g, xs in zip(graphs, static):
+            # Warm-up on the capture stream before each capture: the stream's Kokkos instance
+            # and a plan made outside the capture (a capture cannot allocate one).
+            capture.wait_stream(torch.cuda.current_stream())
+            with torch.cuda.stream(capture):
+                model(xs)
+            torch.cuda.synchronize()
+            with torch.cuda.graph(g, stream=capture):
+                outs.append(model(xs))
+        torch.cuda.synchronize()
+        current = torch.cuda.current_stream()
+        sides = [torch.cuda.Stream(), torch.cuda.Stream()]
+        ratios = []
+        for i in range(20):
+            picks = [(2 * i) % 4, (2 * i + 1 + i // 2) % 4]  # changing pairs, never equal
+            picks[1] = picks[1] if picks[1] != picks[0] else (picks[0] + 1) % 4
+            for xs, pick in zip(static, picks):
+                xs.copy_(sets[pick])
+            for side, g in zip(sides, graphs):
+                side.wait_stream(current)
+                with torch.cuda.stream(side):
+                    g.replay()
+            for side in sides:
+                current.wait_stream(side)
+            ratios += [("graphs at once", i, checks[p](y)) for y, p in zip(outs, picks)]
+        for i in range(20):
+            pick, eager_pick = i % 4, (i + 1) % 4
+            static[0].copy_(sets[pick])
+            sides[0].wait_stream(current)
+            capture.wait_stream(current)
+            with torch.cuda.stream(sides[0]):
+                graphs[0].replay()
+            with torch.cuda.stream(capture):
+                y_eager = model(sets[eager_pick])
+            current.wait_stream(sides[0])
+            current.wait_stream(capture)
+            y_eager.record_stream(current)
+            ratios += [("graph beside eager", i, checks[pick](outs[0])),
+                       ("eager beside graph", i, checks[eager_pick](y_eager))]
+    torch.cuda.synchronize()
+    bad = [(what, i, r.item()) for what, i, r in ratios if not r.item() <= 1.0]
+    assert not bad, f"{len(bad)} of {len(ratios)} outputs beyond the bound: {bad[:6]}"
+
+
+def test_autocast_cuda_runs_in_float32():
+    # Under torch.autocast the op is one of PyTorch's fp32-only ops: fp16 activations are cast
+    # to float32, the result is float32.
+    x, w, b = make_inputs(64, 256, 32, device=DEV, seed=22)
+    with torch.autocast("cuda", dtype=torch.float16):
+        y = OP(x.half(), w, b, M_, S_)
+        y_all = OP(x.half(), w.half(), b.half(), M_, S_)
+    assert y.dtype == y_all.dtype == torch.float32
+    assert torch.equal(y, OP(x.half().float(), w, b, M_, S_))
+    assert torch.equal(y_all, OP(x.half().float(), w.half().float(), b.half().float(), M_, S_))
 
 
 def test_mixed_devices_are_refused():

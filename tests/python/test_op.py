@@ -144,8 +144,8 @@ def test_python_wrapper_matches_the_op(op):
 
 
 def test_calls_from_another_thread():
-    # Kokkos 3.4's OpenMP backend runs team kernels only from the thread that initialised it;
-    # calls from other threads run on Kokkos::Serial, one at a time.
+    # Calls from other threads than the initialising one compute too (on the host pool, one
+    # at a time: tests/python/test_concurrency.py has the details).
     x, w, b = make_inputs(32, 128, 16, seed=9)
     fused_linear.linear_leaky_relu(x, w, b, M_, S_)  # initialised here, on the main thread
     results, errors = {}, []
@@ -198,3 +198,65 @@ def test_gradient_of_some_inputs_only(op):
     assert not op(x, w.detach(), b, M_, S_).requires_grad
     with torch.no_grad():
         assert not op(x, w, b, M_, S_).requires_grad
+
+
+@pytest.mark.parametrize("s", [0.1, 0.0, -0.3])
+def test_output_modified_in_place_before_backward(s):
+    # The reference model saves what its backward needs, not its output: y += r after the
+    # forward, then backward, works there, and must here with the same gradients.
+    torch.manual_seed(12)
+    ours = fused_linear.FusedLinearLeakyReLU(30, 20, M_, s, dtype=torch.float64)
+    gemm = ours.gemm
+    x = (torch.rand(10, 30, dtype=torch.float64) - 0.5).requires_grad_()
+    x_ref = x.detach().clone().requires_grad_()
+    r = torch.rand(10, 20, dtype=torch.float64)
+    y = ours(x)
+    y += r
+    y.relu_()
+    y.sum().backward()
+    grads = [t.grad.clone() for t in (x, gemm.weight, gemm.bias)]
+    gemm.zero_grad()
+    y_ref = torch.nn.functional.leaky_relu(gemm(x_ref) * M_, s)
+    y_ref += r
+    y_ref.relu_()
+    y_ref.sum().backward()
+    for mine, ref in zip(grads, (x_ref.grad, gemm.weight.grad, gemm.bias.grad)):
+        assert torch.allclose(mine, ref, rtol=1e-10, atol=1e-12)
+
+
+# ------------------------------------------------------------------ autocast
+LOW = [torch.bfloat16] + ([torch.float16] if not torch.__version__.startswith("1.") else [])
+
+
+@pytest.mark.parametrize("low", LOW, ids=str)
+def test_autocast_runs_in_float32(op, low):
+    # Under torch.autocast the op is one of PyTorch's fp32-only ops: fp16/bf16 arguments are
+    # cast to float32 and the result is float32 (outside autocast they are refused, above).
+    x, w, b = make_inputs(24, 64, 12, seed=13)
+    xl, wl, bl = x.to(low), w.to(low), b.to(low)
+    with torch.autocast("cpu", dtype=low):
+        y = op(xl, wl, bl, M_, S_)
+        y_mixed = op(xl, w, b, M_, S_)  # a low-precision activation, float32 parameters
+        y32 = op(x, w, b, M_, S_)
+        y64 = op(x.double(), w.double(), b.double(), M_, S_)
+    assert y.dtype == y_mixed.dtype == y32.dtype == torch.float32 and y64.dtype == torch.float64
+    assert torch.equal(y, op(xl.float(), wl.float(), bl.float(), M_, S_))
+    assert torch.equal(y_mixed, op(xl.float(), w, b, M_, S_))
+    assert torch.equal(y32, op(x, w, b, M_, S_))
+
+
+def test_autocast_module_and_gradients():
+    torch.manual_seed(14)
+    model = fused_linear.FusedLinearLeakyReLU(64, 12, M_, S_)
+    x = torch.rand(24, 64).bfloat16().requires_grad_()
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        y = model(x)
+    assert y.dtype == torch.float32
+    y.sum().backward()
+    assert x.grad.dtype == torch.bfloat16 and model.gemm.weight.grad.dtype == torch.float32
+    dw = model.gemm.weight.grad.clone()
+    x32 = x.detach().float().requires_grad_()  # the same values in float32, no autocast
+    model.zero_grad()
+    model(x32).sum().backward()
+    assert torch.allclose(x.grad.float(), x32.grad, rtol=1e-2, atol=1e-2)  # bf16 rounding
+    assert torch.allclose(dw, model.gemm.weight.grad, rtol=1e-6, atol=1e-6)
