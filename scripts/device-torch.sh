@@ -10,7 +10,8 @@
 #     bash scripts/device-torch.sh eval           (about 4 min; builds first if needed)
 #     bash scripts/device-torch.sh suite          (the C++ test suite and example built there
 #                                                 with every execution space; GTEST_FILTER,
-#                                                 SUITE_TARGETS: a subset of them)
+#                                                 SUITE_TARGETS: a subset of them,
+#                                                 SUITE_CMAKE_ARGS: more configure options)
 #     bash scripts/device-torch.sh all            (build tests eval)
 #
 # .device-torch/ holds: kokkos-cuda/ (the Kokkos + Kokkos Kernels 3.4.01 CUDA prefix of
@@ -234,7 +235,8 @@ run_suite() {
   cmake -S "${root}" -B "${suite}" "${gen[@]}" -DCMAKE_BUILD_TYPE=Release \
     "-DCMAKE_PREFIX_PATH=${prefix}" "-DGTEST_ROOT=${carry}/gtest" \
     "-DCMAKE_CXX_COMPILER=${prefix}/bin/nvcc_wrapper" "-DCMAKE_CUDA_COMPILER=${CUDA_HOME}/bin/nvcc" \
-    -DFusedLinear_ENABLE_HEADER_CHECKS=OFF -DFusedLinear_ENABLE_PERF=OFF || return 1
+    -DFusedLinear_ENABLE_HEADER_CHECKS=OFF -DFusedLinear_ENABLE_PERF=OFF ${SUITE_CMAKE_ARGS:-} ||
+    return 1
   local targets=(${SUITE_TARGETS:-fused_linear_tests fused_linear_tests_reinitialize linear_leaky_relu_example})
   cmake --build "${suite}" -j "${jobs}" --target "${targets[@]}" || return 1
   local rc=0 t
