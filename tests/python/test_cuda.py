@@ -172,17 +172,22 @@ def _bound_on_device(x, w, b, m, s, precision):
     return lambda y: (y.double() - ref).norm() / ref.norm() / limit
 
 
-@pytest.mark.parametrize("rows, k, n, precision", [(1024, 4096, 4096, "3xtf32"),
-                                                   (17, 4096, 260, "strict")],
-                         ids=["3xtf32-1024x4096x4096", "strict-17x4096x260"])
-def test_two_graphs_of_one_shape_replayed_at_once(rows, k, n, precision):
+@pytest.mark.parametrize("rows, k, n, precision, algorithm", [
+    (1024, 4096, 4096, "3xtf32", "auto"), (17, 4096, 260, "strict", "auto"),
+    # Paths with workspace in the plan: 3xTF32 split operands, split-K partial sums.
+    (1024, 4096, 4096, "3xtf32", "vendor"), (1024, 4096, 4096, "3xtf32", "vendor_lt"),
+    (17, 4096, 260, "strict", "fused"), (1000, 4100, 4092, "3xtf32", "auto")],
+    ids=["3xtf32-1024x4096x4096", "strict-17x4096x260", "3xtf32-vendor", "3xtf32-vendor_lt",
+         "strict-fused-17x4096x260", "3xtf32-1000x4100x4092"])
+def test_two_graphs_of_one_shape_replayed_at_once(rows, k, n, precision, algorithm):
     # torch.cuda.graph captures every graph on one stream unless told otherwise, so two graphs
     # of one shape (one model captured for two static inputs) are captured on one stream with
     # one plan key; replayed at once on two streams, neither may use the other's scratch.
     # Then one graph replays on a side stream while eager calls run on the capture stream.
     # Every output is compared with float64 (ratios to the precision's bound: <= 1 passes).
     torch.manual_seed(21)
-    model = fused_linear.FusedLinearLeakyReLU(k, n, M_, S_, precision=precision).cuda()
+    model = fused_linear.FusedLinearLeakyReLU(k, n, M_, S_, precision=precision,
+                                              algorithm=algorithm).cuda()
     w, b = model.gemm.weight.detach(), model.gemm.bias.detach()
     sets = [torch.rand(rows, k, device=DEV) - 0.25 for _ in range(4)]
     checks = [_bound_on_device(xs, w, b, M_, S_, precision) for xs in sets]
@@ -210,6 +215,7 @@ def test_two_graphs_of_one_shape_replayed_at_once(rows, k, n, precision):
             picks[1] = picks[1] if picks[1] != picks[0] else (picks[0] + 1) % 4
             for xs, pick in zip(static, picks):
                 xs.copy_(sets[pick])
+            torch.cuda._sleep(1000000)  # both replays queued before either starts: they overlap
             for side, g in zip(sides, graphs):
                 side.wait_stream(current)
                 with torch.cuda.stream(side):
@@ -220,6 +226,7 @@ def test_two_graphs_of_one_shape_replayed_at_once(rows, k, n, precision):
         for i in range(20):
             pick, eager_pick = i % 4, (i + 1) % 4
             static[0].copy_(sets[pick])
+            torch.cuda._sleep(1000000)
             sides[0].wait_stream(current)
             capture.wait_stream(current)
             with torch.cuda.stream(sides[0]):
