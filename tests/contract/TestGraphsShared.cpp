@@ -27,7 +27,7 @@
 #include <thread>
 #include <vector>
 
-#include "../TestHelpers.hpp"
+#include "../support/TestHelpers.hpp"
 
 namespace {
 
