@@ -36,7 +36,7 @@ struct MeasureRule {
   static constexpr int timed_calls = 10;
   static constexpr double enough_ms = 1.5;
   /// On the host, at least this many timed calls: a shared machine stalls a call now and then
-  /// (a 0.03 ms layer's one timed call took 8 ms, past enough_ms alone), and the median of three
+  /// (one stalled call of a small layer can exceed enough_ms alone), and the median of three
   /// passes over one stall. On GPUs the events time the device, which the host's stalls miss.
   static constexpr int host_min_timed_calls = 3;
   /// A candidate whose warm-up call took more than this multiple of the best time so far, plus
@@ -53,8 +53,7 @@ struct MeasureRule {
   static constexpr double first_call_drop_factor = 1.25;
   /// The rule's choice (the first candidate, its first variant) stays unless another is faster
   /// by more than this share: within it, the timing's noise decides more often than speed does
-  /// (a 0.3 ms host layer's two kernels measured 0.3023 and 0.3024 ms, then 0.353 and 0.302 in
-  /// another process), and the rule was fitted on many more calls.
+  /// (docs/design/dispatch.md, "Planning"), and the rule was fitted on many more calls.
   static constexpr double rule_margin = 0.02;
   /// vendor_lt in strict or tf32: cuBLASLt's first ranked algorithms timed, each a candidate.
   static constexpr int cublaslt_algorithms = 4;
