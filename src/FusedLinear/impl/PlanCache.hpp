@@ -205,6 +205,23 @@ PlanKey plan_key(std::uint64_t instance, const XView& X, const WView& W, const B
   return k;
 }
 
+/// Runs `wait` (a fence) with `device` current where it is a CUDA device (>= 0), swallowing what
+/// it throws: destructors call it, and a destructor must not throw.
+template <class Wait>
+void wait_quietly(int device, const Wait& wait) noexcept {
+  if (!Kokkos::is_initialized()) return;
+#if defined(KOKKOS_ENABLE_CUDA)
+  std::optional<CudaDeviceGuardNoThrow> guard;
+  if (device >= 0) guard.emplace(device);
+#else
+  (void)device;
+#endif
+  try {
+    wait();
+  } catch (...) {
+  }
+}
+
 /// One cached plan and the lock its calls take: a plan is not made for concurrent calls, and
 /// several host threads may call on one stream.
 struct CachedPlanBase {
@@ -228,18 +245,12 @@ struct CachedPlan : CachedPlanBase {
     // event, but the graph is gone (the cache releases a captured plan only then) and its
     // launches with it; the device is waited for all the same. Never throws: the cache
     // destroys plans only while no capture it knows of is in progress.
-    if (!Kokkos::is_initialized()) return;
-#if defined(KOKKOS_ENABLE_CUDA)
-    std::optional<CudaDeviceGuardNoThrow> guard;
-    if (device >= 0) guard.emplace(device);
-#endif
-    try {
+    wait_quietly(device, [this] {
       if (captured)
         Kokkos::fence();
       else
         done.wait();
-    } catch (...) {
-    }
+    });
   }
   template <class E>
   static int device_of(const E& exec) {
@@ -268,15 +279,7 @@ template <class T>
 struct FencedOwner : Deferred {
   FencedOwner(std::unique_ptr<T> p, int d) : owned(std::move(p)), device(d) {}
   ~FencedOwner() override {
-    if (!Kokkos::is_initialized()) return;
-#if defined(KOKKOS_ENABLE_CUDA)
-    std::optional<CudaDeviceGuardNoThrow> guard;
-    if (device >= 0) guard.emplace(device);
-#endif
-    try {
-      Kokkos::fence();
-    } catch (...) {
-    }
+    wait_quietly(device, [] { Kokkos::fence(); });
   }
   std::unique_ptr<T> owned;
   int device;
