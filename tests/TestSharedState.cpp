@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: Apache-2.0
-// State the library shares where a user believes nothing is shared (issue 38), on the host:
+// State the library shares where a user believes nothing is shared, on the host:
 //   SharedState.ForkedChildNeverHangs        a child forked after a call on the host thread
 //                                            pool computes or refuses clearly, never hangs;
 //                                            Kokkos::Serial computes in it
@@ -116,7 +116,7 @@ struct HostLayer {
   }
 };
 
-// Issue 38, item 2: GNU OpenMP's pool does not survive fork(); Kokkos opens every parallel
+// GNU OpenMP's pool does not survive fork(); Kokkos opens every parallel
 // region with its whole pool, so a child forked after the parent computed on OpenMP hung in
 // its first call. The child's call on the thread pool must now return: computed right, or
 // refused with std::runtime_error naming the function; Kokkos::Serial computes there.
@@ -189,7 +189,7 @@ double fixed_clock(Algorithm a, Precision, int, int, double) {
   return a == Algorithm::Fused ? 1234.5 : 2000.25;
 }
 
-// Issue 38, item 7: the text format followed the process's locale: under a global C++ locale
+// the text format followed the process's locale: under a global C++ locale
 // with digit grouping the milliseconds came out as "1.234,5" (which import then refused) and
 // the key's extents as "1.000x..."; under the C locale de_DE, strtod read "1234.5" as 1234.
 TEST(SharedState, WisdomTextIgnoresTheLocale) {
@@ -233,7 +233,7 @@ TEST(SharedState, WisdomTextIgnoresTheLocale) {
   FusedLinear::forget_wisdom();
 }
 
-// Issue 38, item 7: an istream with failbit exceptions made import_wisdom throw
+// an istream with failbit exceptions made import_wisdom throw
 // std::ios_base::failure on valid input (reading to the end sets failbit). Valid input must be
 // read, the caller's mask kept; invalid input still gives std::invalid_argument.
 TEST(SharedState, WisdomImportKeepsTheStreamsExceptionMask) {
@@ -255,7 +255,7 @@ TEST(SharedState, WisdomImportKeepsTheStreamsExceptionMask) {
   FusedLinear::forget_wisdom();
 }
 
-// Issue 38, item 7: the key's "library version" was the CMake project version alone; a
+// the key's "library version" was the CMake project version alone; a
 // measured choice also depends on Kokkos', Kokkos Kernels' versions and the host vector ISA
 // the kernels were compiled for.
 TEST(SharedState, WisdomKeyNamesTheVersions) {
@@ -280,7 +280,7 @@ TEST(SharedState, WisdomKeyNamesTheVersions) {
 
 // ------------------------------------------------------------------ the alias check
 
-// Issue 38, item 8: shares_elements' 2^16 budget counted only the pairs of lines it compared,
+// shares_elements' 2^16 budget counted only the pairs of lines it compared,
 // not the lines it walked: two interleaved Views of different strides whose lines never meet
 // cost one step per line of the first (2^34 here: minutes). The check must stay within its
 // budget (and answer yes, conservatively, past it). No memory is touched: the Views are

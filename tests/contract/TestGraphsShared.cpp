@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: Apache-2.0
-// The one-shot call under CUDA graphs, captures and devices (issue 38; the host side is in
+// The one-shot call under CUDA graphs, captures and devices (the host side is in
 // TestSharedState.cpp). Each test skips outside a CUDA build.
 //   GraphsShared.TwoGraphsOfOneKeyReplayedConcurrently  every served path: two graphs captured
 //       on one stream with the same shape (the same plan key) replayed at once on two other
@@ -104,7 +104,7 @@ bool eventually(const std::function<bool()>& done) {
 }
 #endif
 
-// Issue 38, item 1: every graph captured on one stream with one shape baked in the same cached
+// every graph captured on one stream with one shape baked in the same cached
 // plan's workspace (split operands, split-K partial sums and counters, cuBLASLt's workspace),
 // so two such graphs replayed at once overwrote each other's scratch. Each capture now takes a
 // plan of its own. Shapes: 256x4096x4096 (the vendor 3xTF32 split operands, fused_sm90's
@@ -243,7 +243,7 @@ TEST(GraphsShared, SecondCaptureNeedsACallOfItsOwn) {
 #endif
 }
 
-// Issue 38, item 5: pinned plans counted against the 32 plans, so with 31 graphs captured
+// pinned plans counted against the 32 plans, so with 31 graphs captured
 // every eager call on a new shape evicted the previous one, and they were never released one
 // by one. Captured plans are now outside the capacity and freed once their graphs are gone.
 TEST(GraphsShared, CapturedPlansOutsideTheCapacity) {
@@ -289,7 +289,7 @@ TEST(GraphsShared, CapturedPlansOutsideTheCapacity) {
 #endif
 }
 
-// Issue 38, item 3: release_cached_plans() while a stream was being captured (global mode)
+// release_cached_plans() while a stream was being captured (global mode)
 // destroyed plans whose destructors wait for the device and free memory, illegal during a
 // capture: Kokkos threw from a destructor, std::terminate. A FusedLinear::Plan destroyed during
 // its own stream's capture too. Now: deferred, the capture intact, the memory freed after.
@@ -353,7 +353,7 @@ TEST(GraphsShared, ReleaseDuringCaptureIsDeferred) {
 #endif
 }
 
-// Issue 38, item 4: the one-shot call queried the stream (cudaStreamIsCapturing,
+// the one-shot call queried the stream (cudaStreamIsCapturing,
 // cudaStreamGetId) and the cache made and waited for events before selecting the instance's
 // device: from a thread whose current device is another, that created a context there and
 // read the wrong device's state. Two GPUs would show it; on one, the order is checked: no
@@ -394,7 +394,7 @@ TEST(GraphsShared, DeviceSelectedBeforeAnyCudaCall) {
 #endif
 }
 
-// Issue 38, item 7: wisdom named a cuBLASLt algorithm by its rank in the heuristic's list, and
+// wisdom named a cuBLASLt algorithm by its rank in the heuristic's list, and
 // the list a plan from wisdom asks for is not the one measured (the 1 MiB algorithm lands
 // elsewhere in a shorter list). The algorithm is now named by its configuration: a product
 // made for few algorithms, given the configuration of one ranked further (or one it does not
