@@ -105,9 +105,7 @@ TEST(Precision, RefusedWhereItCannotRun) {
 // Auto's tensor-core precisions are floors: at few rows, and wherever no path computes them (the
 // host at every shape), strict fp32 runs, and RunInfo says strict with a note saying why.
 TEST(Precision, AutoFloorRunsStrictAtFewRows) {
-  for (auto shape : {std::array<std::int64_t, 3>{1, 512, 256},
-                     {Impl::GpuRule::skinny_rows, 300, 130},
-                     {4, 4096, 64}}) {
+  for (auto shape : {std::array<std::int64_t, 3>{1, 512, 256}, {16, 300, 130}, {4, 4096, 64}}) {
     P p(shape[0], shape[1], shape[2], 6);
     for (Precision precision : {Precision::TF32, Precision::TF32x3}) {
       p.poison();
@@ -302,13 +300,15 @@ TEST(Precision, Tf32x3HopperKernel) {
           << shape[0] << "x" << shape[1] << "x" << shape[2] << " kernel choice " << kernel;
     }
   }
-  // No skinny rule and none of Impl::tf32x3_slower's criteria: auto's 3xtf32 is the Hopper
-  // kernel, with K not a multiple of 4 too (on 128 rows or more).
+  // Where the cost model predicts the Hopper kernel fastest at the 3xtf32 floor, auto's 3xtf32
+  // runs it, with K not a multiple of 4 too.
   P large(1024, 1027, 1024, 9);
-  EXPECT_FALSE(Impl::tf32x3_slower(Impl::Shape{1024, 1027, 1024}));
   const auto automatic = attempt(large, 2, 0.1, options(Algorithm::Auto, Precision::TF32x3));
   ASSERT_TRUE(automatic);
-  EXPECT_EQ(automatic->algorithm, Algorithm::FusedSm90);
+  const Impl::Candidate predicted =
+      Impl::gpu_auto({large.M, large.K, large.N}, facts(large), Precision::TF32x3);
+  EXPECT_EQ(automatic->algorithm, predicted.algorithm);
+  EXPECT_EQ(automatic->precision, predicted.precision);
   PL left(33, 76, 41, 4);
   try {
     FusedLinear::linear_leaky_relu(left.X, left.W, left.b, left.Y, 2.f, 0.1f,
@@ -483,9 +483,8 @@ TEST(Precision, SkinnySm90IsStrict) {
         << describe(options(Algorithm::SkinnySm90), *info);
     const auto automatic = attempt(p, 2, 0.1, options(Algorithm::Auto));
     ASSERT_TRUE(automatic);
-    // Auto takes it for few rows wherever it can (Impl::GpuRule::sm90_skinny_rows).
-    EXPECT_LE(p.M, Impl::GpuRule::sm90_skinny_rows);
-    EXPECT_EQ(automatic->algorithm, Algorithm::SkinnySm90);
+    // Auto takes what the cost model predicts fastest, this kernel among the candidates.
+    EXPECT_EQ(automatic->algorithm, Impl::strict_auto({p.M, p.K, p.N}, f));
     for (int splits : {2, 5}) {  // K split over a cluster, forced
       p.poison();
       const auto split =

@@ -12,7 +12,8 @@ median, 95th percentile, worst, share within 10% and 25%) of
   m-choice  the path measured plans chose, timed as that explicit path in the run
   replay    with --replay-tool: the path fused_linear_replay_rule says the rule as built now
             takes, timed as that explicit path (a rule change judged on stored runs before it
-            reaches the machine)
+            reaches the machine); GPU runs are replayed with the rates of the device the GPU
+            model was fitted on unless --replay-rates gives theirs
 
     PYTHONPATH=perf python3 -m tuning.judge h200-2026-12-04-random33
     PYTHONPATH=perf python3 -m tuning.judge host-2c-2026-12-05-random39 \\
@@ -49,12 +50,15 @@ def explicit_paths(rows):
     return paths
 
 
-def replay(tool, shapes, host_threads=None, host_blas="generic"):
+def replay(tool, shapes, host_threads=None, host_blas="generic", rates=()):
     """{(shape, floor): (algorithm, precision)} the rule takes, from fused_linear_replay_rule
-    (an H200's facts, or a host's with host_threads)."""
+    (a Hopper GPU's facts, with the tool's rate options `rates`, or a host's with
+    host_threads)."""
     cmd = [str(tool)]
     if host_threads is not None:
         cmd += ["--host", host_blas, "--threads", str(host_threads)]
+    else:
+        cmd += list(rates)
     out = subprocess.run(cmd, input="\n".join(sorted(shapes)) + "\n", capture_output=True,
                          text=True, check=True).stdout
     choices = {}
@@ -114,7 +118,7 @@ def summarize(case_rows):
     return report
 
 
-def study(ds, run_ids, replay_tool=None, same_precision=False):
+def study(ds, run_ids, replay_tool=None, same_precision=False, rates=()):
     """(cases, summary) of runs of the dataset, each shape in its seed's set."""
     all_cases = []
     for run_id in run_ids:
@@ -123,7 +127,7 @@ def study(ds, run_ids, replay_tool=None, same_precision=False):
         if replay_tool:
             run = ds.run(run_id)
             host = run["threads"] if run["machine"] != "h200" else None
-            replayed = replay(replay_tool, {r["shape"] for r in rows}, host)
+            replayed = replay(replay_tool, {r["shape"] for r in rows}, host, rates=rates)
         all_cases += cases(rows, ds.split(run_id), replayed, same_precision)
     return all_cases, summarize(all_cases)
 
@@ -153,6 +157,9 @@ def main(argv=None):
     p.add_argument("--data", type=Path, default=data.DATA, help="the dataset (perf/data)")
     p.add_argument("--replay-tool", type=Path, default=None,
                    help="fused_linear_replay_rule: judge the rule as built now too")
+    p.add_argument("--replay-rates", nargs=3, type=float, default=None,
+                   metavar=("MULTIPROCESSORS", "FP32_GFLOPS", "MEMORY_GBPS"),
+                   help="the GPU runs' device's rates, for the replay")
     p.add_argument("--same-precision", action="store_true",
                    help="best path in the floor's own precision only")
     p.add_argument("--worst", type=int, default=5, help="worst shapes listed per rule (5)")
@@ -160,7 +167,11 @@ def main(argv=None):
     args = p.parse_args(argv)
     try:
         ds = data.Dataset(args.data)
-        case_rows, summary = study(ds, args.runs, args.replay_tool, args.same_precision)
+        rates = ()
+        if args.replay_rates:
+            rates = [a for name, v in zip(("--multiprocessors", "--fp32-gflops", "--memory-gbps"),
+                                          args.replay_rates) for a in (name, str(v))]
+        case_rows, summary = study(ds, args.runs, args.replay_tool, args.same_precision, rates)
     except data.DataError as e:
         print(f"tuning.judge: {e}", file=sys.stderr)
         return 1

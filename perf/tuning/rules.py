@@ -1,8 +1,9 @@
 # SPDX-License-Identifier: Apache-2.0
 """Writes auto's rule headers (src/FusedLinear/impl/rules/) from perf/data/rules/:
 
-  GpuRule.hpp   from gpu.json: each threshold's name, type, value and why, and the provenance
-                (the runs it was chosen on, the library commit, the machine)
+  GpuRule.hpp   from gpu.json: the GPU cost model's coefficients per path and precision, fitted
+                by tuning.gpu_model on the runs gpu.json names (the terms from the replay tool,
+                with the rates of the device the runs were made on), those rates, the constants
   HostRule.hpp  from host.json: the hand-set constants, and the cost model's coefficients fitted
                 by tuning.host_model on the runs host.json names (the terms from the replay tool)
   dispatch-golden.csv  `fused_linear_replay_rule --golden` (profile x shape x precision -> path),
@@ -21,7 +22,7 @@ import sys
 import textwrap
 from pathlib import Path
 
-from . import data, host_model
+from . import data, gpu_model, host_model
 
 REPO = data.DATA.parent.parent
 RULES = REPO / "src" / "FusedLinear" / "impl" / "rules"
@@ -100,31 +101,49 @@ def check_runs(ds, runs, where):
             raise data.DataError(f"{where}: run '{run_id}' is not in runs.csv")
 
 
-def gpu_header(spec, ds):
-    p = spec["provenance"]
-    check_runs(ds, p["runs"], "rules/gpu.json")
+def model_body(arrays, constants):
+    """The coefficient arrays [(name, values)] (one count of terms) and the constants."""
+    terms = {len(values) for _, values in arrays}
+    if len(terms) != 1:
+        raise data.DataError(f"the models' terms differ in count: {sorted(terms)}")
+    # Generated arrays keep this layout; clang-format would align them in columns.
+    body = [f"  static constexpr int terms = {terms.pop()};", "  // clang-format off"]
+    for name, values in arrays:
+        body += array_lines(name, values)
+    body.append("  // clang-format on")
+    return body + member_lines(constants)
+
+
+def gpu_header(spec, coefficients, measure_within):
+    p, f = spec["provenance"], spec["fit"]
+    facts = [dict(name="fitted_multiprocessors", type="double", value=f["facts"]["multiprocessors"],
+                  why="The device the coefficients were fitted on: its multiprocessors, peak "
+                      "fp32 rate (GFLOP/s) and memory bandwidth (GB/s), the rates the model "
+                      "counts in where a device reports none."),
+             dict(name="fitted_fp32_gflops", type="double", value=f["facts"]["fp32_gflops"], why=""),
+             dict(name="fitted_memory_gbps", type="double", value=f["facts"]["memory_gbps"], why=""),
+             dict(name="measure_within", type="double", value=measure_within,
+                  why="Planning::Measure times the candidates predicted within this factor of the "
+                      "least prediction: the best path fell within it on 99% of the fitted "
+                      "cases, with a tenth to spare (tuning.gpu_model.measure_within).")]
+    arrays = [(m["name"], coefficients[(m["path"], m["precision"])]) for m in spec["models"]]
     return header("GpuRule", "FUSED_LINEAR_IMPL_RULES_GPU_RULE_HPP",
-                  "perf/data/rules/gpu.json: edit that file and regenerate, never this one.",
-                  f"library {p['commit']}, {p['machine']}; thresholds chosen on the runs "
-                  "(perf/data/runs.csv)", p["runs"], spec["doc"], member_lines(spec["thresholds"]))
+                  "perf/data/rules/gpu.json and the runs it names: edit that file and "
+                  "regenerate, never this one.",
+                  f"library {p['commit']}, {p['machine']}; coefficients fitted on the runs "
+                  "(perf/data/runs.csv)", f["runs"], spec["doc"],
+                  model_body(arrays=arrays, constants=facts + spec["constants"]))
 
 
 def host_header(spec, coefficients):
     p, f = spec["provenance"], spec["fit"]
-    terms = {len(c) for c in coefficients.values()}
-    if len(terms) != 1:
-        raise data.DataError(f"the host kernels' terms differ in count: {sorted(terms)}")
-    # Generated arrays keep this layout; clang-format would align them in columns.
-    body = [f"  static constexpr int terms = {terms.pop()};", "  // clang-format off"]
-    for m in spec["models"]:
-        body += array_lines(m["name"], coefficients[m["kernel"]])
-    body.append("  // clang-format on")
-    body += member_lines(spec["constants"])
+    arrays = [(m["name"], coefficients[m["kernel"]]) for m in spec["models"]]
     return header("HostRule", "FUSED_LINEAR_IMPL_RULES_HOST_RULE_HPP",
                   "perf/data/rules/host.json and the runs it names: edit that file and "
                   "regenerate, never this one.",
                   f"library {p['commit']}, {p['machine']}, {f['threads']} threads; coefficients "
-                  "fitted on the runs (perf/data/runs.csv)", f["runs"], spec["doc"], body)
+                  "fitted on the runs (perf/data/runs.csv)", f["runs"], spec["doc"],
+                  model_body(arrays=arrays, constants=spec["constants"]))
 
 
 def golden(tool):
@@ -143,9 +162,13 @@ def generate(data_dir, tool, rules_dir=RULES):
     host = load(Path(data_dir) / "rules" / "host.json")
     fit = host["fit"]
     check_runs(ds, fit["runs"], "rules/host.json")
-    coefficients, _, _ = host_model.fit_runs(ds, fit["runs"], tool, fit["threads"], fit["blas"])
-    out = {Path(rules_dir) / "GpuRule.hpp": gpu_header(gpu, ds),
-           Path(rules_dir) / "HostRule.hpp": host_header(host, coefficients)}
+    check_runs(ds, gpu["fit"]["runs"], "rules/gpu.json")
+    host_c, _, _ = host_model.fit_runs(ds, fit["runs"], tool, fit["threads"], fit["blas"])
+    gpu_c, gpu_times, gpu_x = gpu_model.fit_runs(ds, gpu["fit"]["runs"], tool, gpu["fit"]["facts"],
+                                                 gpu_model.models_of(gpu))
+    margin = gpu_model.measure_within(gpu_c, gpu_times, gpu_x)
+    out = {Path(rules_dir) / "GpuRule.hpp": gpu_header(gpu, gpu_c, margin),
+           Path(rules_dir) / "HostRule.hpp": host_header(host, host_c)}
     notes = []
     table = golden(tool)
     if table is None:

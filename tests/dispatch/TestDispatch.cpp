@@ -378,6 +378,90 @@ TEST(Dispatch, HostCostModelCountsTheKernelsWork) {
   }
 }
 
+// The GPU cost model picks the path measured fastest by a clear margin (at least 1.4x ahead of
+// the next strict path) on an H200, stored in perf/data/runs (seeds 29-33, the grids, the sweep),
+// through what it counts: W streamed once by the few-rows kernels, dot products of a few steps
+// on many outputs, a long K on one output tile.
+TEST(Dispatch, GpuCostModelPicksTheFasterPath) {
+  const struct {
+    Shape shape;
+    Algorithm faster;
+  } cases[] = {
+      {{2, 219, 483}, A::FusedSkinny},    {{64, 259, 342}, A::FusedSkinny},
+      {{299, 150, 22}, A::FusedSkinny},   {{32, 8192, 8192}, A::SkinnySm90},
+      {{16, 4096, 50257}, A::SkinnySm90}, {{3, 7848, 4979}, A::SkinnySm90},
+      {{24, 6144, 1536}, A::SkinnySm90},  {{8192, 64, 8192}, A::Fused},
+      {{4526, 29, 16855}, A::Fused},      {{15651, 16, 55}, A::Fused},
+      {{8192, 128, 8192}, A::Fused},
+  };
+  for (const auto& c : cases) {
+    const std::string s = std::to_string(c.shape.M) + "x" + std::to_string(c.shape.K) + "x" +
+                          std::to_string(c.shape.N);
+    Facts f = hopper();
+    f.skinny_packed = c.shape.K % 4 == 0;  // the perf program's contiguous rows
+    if (!f.skinny_packed) f.sm90_skinny = "needs X's and W's rows 16-byte aligned";
+    EXPECT_EQ(Impl::strict_auto(c.shape, f), c.faster) << s;
+    EXPECT_EQ(Impl::resolve({A::Auto, S, false}, c.shape, f, fn).algorithm, c.faster) << s;
+  }
+}
+
+// What the GPU model counts in: the device's rates. Bytes cost twice as long at half the
+// bandwidth and flops twice as long at half the fp32 rate, each term one or the other; where a
+// shape's choice moves when the bandwidth halves, it moves to the path that moves fewer bytes
+// (at 1192x554x6136 from cuBLASLt plus the pass over Y to the fused kernel, which writes Y once).
+// A device that reports no rates is counted as the one the model was fitted on.
+TEST(Dispatch, GpuCostModelCountsTheDevicesRates) {
+  const Facts fitted = hopper();
+  Facts h200 = fitted, half_bandwidth = fitted, half_flops = fitted;
+  h200.fp32_gflops = Impl::GpuRule::fitted_fp32_gflops;
+  h200.memory_gbps = Impl::GpuRule::fitted_memory_gbps;
+  half_bandwidth.fp32_gflops = half_flops.fp32_gflops = h200.fp32_gflops;
+  half_bandwidth.memory_gbps = h200.memory_gbps / 2;
+  half_flops.memory_gbps = h200.memory_gbps;
+  half_flops.fp32_gflops = h200.fp32_gflops / 2;
+  const Shape shapes[] = {{1, 8192, 8192}, {16, 4096, 4096}, {1024, 8192, 8192}, {1192, 554, 6136},
+                          {9, 441, 55305}, {8192, 64, 8192}, {60, 14798, 12920}, {300, 1025, 129}};
+  int moved = 0;
+  for (const Shape& shape : shapes) {
+    const std::string s =
+        std::to_string(shape.M) + "x" + std::to_string(shape.K) + "x" + std::to_string(shape.N);
+    // A candidate's predicted time moving bytes at full bandwidth: what halving it adds.
+    const auto bytes_ms = [&](const Impl::Candidate& c) {
+      return Impl::gpu_predicted_ms(c, shape, half_bandwidth) -
+             Impl::gpu_predicted_ms(c, shape, h200);
+    };
+    for (const Impl::Candidate& c : Impl::gpu_candidates) {
+      const Impl::GpuTerms at = Impl::gpu_terms(c.algorithm, shape, h200);
+      const Impl::GpuTerms b = Impl::gpu_terms(c.algorithm, shape, half_bandwidth);
+      const Impl::GpuTerms f = Impl::gpu_terms(c.algorithm, shape, half_flops);
+      const Impl::GpuTerms none = Impl::gpu_terms(c.algorithm, shape, fitted);
+      for (int i = 0; i < Impl::GpuTerms::count; ++i) {
+        const std::string what = s + " " + FusedLinear::to_string(c.algorithm) + "/" +
+                                 FusedLinear::to_string(c.precision) + " term " + std::to_string(i);
+        EXPECT_DOUBLE_EQ(none.term[i], at.term[i]) << what;
+        // Each term scales with one rate, or with neither (a launch, a count of waves).
+        const bool bytes = b.term[i] != at.term[i], flops = f.term[i] != at.term[i];
+        EXPECT_FALSE(bytes && flops) << what;
+        if (bytes) EXPECT_DOUBLE_EQ(b.term[i], 2 * at.term[i]) << what;
+        if (flops) EXPECT_DOUBLE_EQ(f.term[i], 2 * at.term[i]) << what;
+      }
+    }
+    const Impl::Candidate before = Impl::gpu_auto(shape, h200, S);
+    const Impl::Candidate after = Impl::gpu_auto(shape, half_bandwidth, S);
+    if (before.algorithm != after.algorithm) {
+      ++moved;
+      EXPECT_LT(bytes_ms(after), bytes_ms(before)) << s;
+    }
+  }
+  EXPECT_EQ(Impl::strict_auto({1192, 554, 6136}, h200), A::VendorLt);
+  EXPECT_EQ(Impl::strict_auto({1192, 554, 6136}, half_bandwidth), A::Fused);
+  EXPECT_GT(moved, 0);
+  // An empty shape runs no product: nothing is counted.
+  for (const Shape& empty : {Shape{0, 64, 64}, Shape{64, 0, 64}, Shape{64, 64, 0}})
+    for (const Impl::Candidate& c : Impl::gpu_candidates)
+      EXPECT_EQ(Impl::gpu_predicted_ms(c, empty, h200), 0.0);
+}
+
 TEST(Dispatch, CudaOnHopper) {
   expect_table(
       "Hopper", hopper(), large,

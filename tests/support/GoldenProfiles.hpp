@@ -1,9 +1,10 @@
 // SPDX-License-Identifier: Apache-2.0
 // The golden dispatch table's definition, one place for the tool that writes it
 // (`fused_linear_replay_rule --golden`, perf/replay_rule.cpp) and the tests that read it
-// (tests/dispatch/): named facts profiles for each kind of build auto distinguishes, a fixed list
-// of shapes around the rule's thresholds, and the CSV row of one decision. The shapes are
-// literal, not derived from GpuRule/HostRule, so that a re-fit shows as a diff of decisions.
+// (tests/dispatch/): named facts profiles for each kind of build and device auto distinguishes, a
+// fixed list of shapes across the cost models' crossovers, and the CSV row of one decision. The
+// shapes are literal, not derived from GpuRule/HostRule, so that a re-fit shows as a diff of
+// decisions.
 // Kokkos-free: the tool includes the dispatch alone.
 #ifndef FUSED_LINEAR_TEST_SUPPORT_GOLDEN_PROFILES_HPP
 #define FUSED_LINEAR_TEST_SUPPORT_GOLDEN_PROFILES_HPP
@@ -28,9 +29,9 @@ struct Profile {
   Impl::Facts facts;
 };
 
-/// float Views on CUDA (132 multiprocessors, an H200's count) with cuBLAS; with cuBLASLt or
-/// not, the sm_90a kernels taking the problem (`sm90` nullptr) or refusing it, rows in 16-byte
-/// packs or not.
+/// float Views on CUDA (132 multiprocessors, an H200's count; its rates those the GPU model was
+/// fitted with) with cuBLAS; with cuBLASLt or not, the sm_90a kernels taking the problem (`sm90`
+/// nullptr) or refusing it, rows in 16-byte packs or not.
 inline Impl::Facts cuda_profile(bool lt, const char* sm90_tf32x3, const char* sm90_skinny,
                                 bool packed) {
   Impl::Facts f;
@@ -75,10 +76,15 @@ inline std::vector<Profile> profiles() {
   hip.multiprocessors = 110;
   Impl::Facts hip_native = hip;
   hip_native.blas = Gemm::KokkosKernelsNative;
+  // An H100 (SXM): an H200's multiprocessors and clock, 70% of its memory bandwidth.
+  Impl::Facts h100 = cuda_profile(true, nullptr, nullptr, true);
+  h100.fp32_gflops = 66908.16;
+  h100.memory_gbps = 3352.3;
   return {
       // An H200: cuBLASLt and both sm_90a kernels; on rows not in 16-byte packs the few-rows
       // kernel refuses them (the 3xtf32 one pads W).
       {"cuda-sm90", cuda_profile(true, nullptr, nullptr, true)},
+      {"cuda-sm90-h100", h100},
       {"cuda-sm90-unpacked", cuda_profile(true, nullptr, unaligned, false)},
       // Another CUDA GPU (or a build without the sm_90a kernels): cuBLAS and cuBLASLt.
       {"cuda", cuda_profile(true, not_hopper, not_hopper, true)},
@@ -101,8 +107,8 @@ inline std::vector<Profile> profiles() {
 /// The precision floors auto is asked for, in the table's order.
 constexpr Precision floors[] = {Precision::Strict, Precision::TF32, Precision::TF32x3};
 
-/// M x K x N, each group probing one criterion of Impl::strict_auto, Impl::tf32x3_slower or the
-/// host model from both sides.
+/// M x K x N, groups around the crossovers of the GPU and host cost models (Impl::gpu_auto,
+/// Impl::strict_auto).
 inline std::vector<Impl::Shape> shapes() {
   return {
       // Reference layers: the seed shape, square products, one row of a large W.

@@ -11,7 +11,9 @@ import pytest
 
 FIXTURE = Path(__file__).resolve().parent / "fixture"
 
-# --terms: [1, M K N / 1e6, M N / 1e3] for both host kernels; --golden where FAKE_GOLDEN is set.
+# --terms: [1, M K N / 1e6, M N / 1e3] for both host kernels; with the GPU rates instead of
+# --host, the same for four GPU paths, the second term counted at --memory-gbps (100: as is);
+# --golden where FAKE_GOLDEN is set.
 FAKE_TOOL = textwrap.dedent('''\
     import os, sys
     args = sys.argv[1:]
@@ -26,10 +28,15 @@ FAKE_TOOL = textwrap.dedent('''\
     if "--terms" not in args:
         sys.exit(2)
     print("# shape algorithm terms")
+    host = "--host" in args
+    gbps = float(args[args.index("--memory-gbps") + 1]) if "--memory-gbps" in args else 100
+    paths = (("fused", ""), ("fused_skinny", "")) if host else (
+        ("fused", " strict"), ("fused_skinny", " strict"), ("vendor", " strict"),
+        ("vendor", " 3xtf32"))
     for line in sys.stdin.read().split():
         M, K, N = (int(v) for v in line.split("x"))
-        for kernel in ("fused", "fused_skinny"):
-            print(line, kernel, 1, M * K * N / 1e6, M * N / 1e3)
+        for path, precision in paths:
+            print(line, path + precision, 1, M * K * N / 1e6 * 100 / gbps, M * N / 1e3)
 ''')
 
 

@@ -63,3 +63,14 @@ def test_percentile_nearest_rank():
     assert judge.percentile([5, 1, 4, 2, 3], 50) == 3
     assert judge.percentile([5, 1, 4, 2, 3], 95) == 5
     assert judge.percentile([7], 10) == 7
+
+
+def test_replay_passes_the_devices_rates(tmp_path):
+    # A stand-in tool that answers with the arguments it was given as the path.
+    tool = tmp_path / "tool"
+    tool.write_text("#!/bin/sh\nread shape\necho \"$shape strict $(echo $@ | tr ' ' _) strict\"\n")
+    tool.chmod(0o755)
+    gpu = judge.replay(tool, {"2x64x64"}, rates=["--memory-gbps", "3352.3"])
+    assert gpu[("2x64x64", "strict")] == ("--memory-gbps_3352.3", "strict")
+    host = judge.replay(tool, {"2x64x64"}, host_threads=2, rates=["--memory-gbps", "1"])
+    assert host[("2x64x64", "strict")] == ("--host_generic_--threads_2", "strict")

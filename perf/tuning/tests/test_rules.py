@@ -15,17 +15,20 @@ def test_gpu_header(dataset_dir, fake_tool, tmp_path):
     text = files[out / "GpuRule.hpp"]
     lines = text.splitlines()
     assert lines[0] == "// SPDX-License-Identifier: Apache-2.0"
-    assert "// Provenance: library bbbbbbb, NVIDIA H200; thresholds chosen on the runs " \
+    assert "// Provenance: library bbbbbbb, NVIDIA H200; coefficients fitted on the runs " \
            "(perf/data/runs.csv)" in lines
     assert "//   gpu-random7." in lines
     assert "struct GpuRule {" in lines
-    i = lines.index("  static constexpr std::int64_t skinny_rows = 16;")
-    assert lines[i - 2:i] == [
-        "  /// GPUs: up to this many rows the portable skinny kernel streams W, ahead of cuBLAS, "
-        "which reads",
-        "  /// it once per tile of rows and so spends most of its time waiting on memory."]
-    assert lines[i + 1] == "  static constexpr std::int64_t skinny_min_k = 512;"
-    assert lines[i + 3] == "  static constexpr double min_n_use = 0.5;"
+    assert "  static constexpr int terms = 3;" in lines
+    # Every model's array, in gpu.json's order, then the rates of the fit and the constants.
+    names = [line.split("double ")[1].split("[")[0] for line in lines if "[terms]" in line]
+    assert names == ["fused_ms", "fused_skinny_ms", "vendor_ms", "vendor_tf32x3_ms"]
+    assert "  static constexpr double fitted_memory_gbps = 100.0;" in lines
+    assert "  static constexpr double fitted_fp32_gflops = 1000.0;" in lines
+    # Exact fits: the best path is the least predicted, Measure's margin the slack alone.
+    assert "  static constexpr double measure_within = 1.1;" in lines
+    i = lines.index("  static constexpr std::int64_t tile = 128;")
+    assert lines[i - 1] == "  /// GPUs: the tile the model counts waves in."
     assert max(len(line) for line in lines) <= 100
     assert text.endswith("#endif\n")
     assert notes == [f"{fake_tool} has no --golden: dispatch-golden.csv not generated"]
@@ -74,7 +77,7 @@ def test_golden_table_where_the_tool_has_it(dataset_dir, fake_tool, tmp_path, mo
 
 def test_provenance_runs_must_exist(dataset_dir, fake_tool, tmp_path):
     spec = json.loads((dataset_dir / "rules" / "gpu.json").read_text())
-    spec["provenance"]["runs"].append("gone")
+    spec["fit"]["runs"].append("gone")
     (dataset_dir / "rules" / "gpu.json").write_text(json.dumps(spec))
     assert rules.main(["--check", "--replay-tool", str(fake_tool), "--data", str(dataset_dir),
                        "--rules-dir", str(tmp_path)]) == 1

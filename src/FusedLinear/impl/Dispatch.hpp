@@ -15,6 +15,7 @@
 #include "FusedLinear/impl/Errors.hpp"
 #include "FusedLinear/impl/cuda/Sm90Splits.hpp"
 #include "FusedLinear/impl/kernels/HostTiles.hpp"
+#include "FusedLinear/impl/kernels/SkinnyGeometry.hpp"
 #include "FusedLinear/impl/rules/GpuRule.hpp"
 #include "FusedLinear/impl/rules/HostRule.hpp"
 
@@ -49,8 +50,9 @@ struct Facts {
   bool skinny_packed = true;
   /// Multiprocessors of the device (0 on the host).
   std::int64_t multiprocessors = 0;
-  /// The device's peak strict fp32 rate, GFLOP/s (0 where unknown): Planning::Measure's bound.
-  double fp32_gflops = 0;
+  /// The device's peak strict fp32 rate, GFLOP/s, and its memory's peak bandwidth, GB/s (0
+  /// where unknown): the GPU cost model's units, and Planning::Measure's bound.
+  double fp32_gflops = 0, memory_gbps = 0;
   /// Host backends: the instance's threads and the host kernels' tiles for the Views' value
   /// type, which the host cost model counts with (host_fused_terms, host_skinny_terms).
   std::int64_t host_threads = 1;
@@ -92,18 +94,22 @@ struct Decision : RunInfo {
   std::string lt_config;
 };
 
-/// The terms of the host cost model, each a count per thread (work items over the threads in
-/// waves) of one kind of work; a kernel's predicted milliseconds are their sum weighted by its
-/// HostRule coefficients (terms a kernel does not have are 0).
-struct HostTerms {
-  static constexpr int count = HostRule::terms;
-  double term[count] = {};
-  double ms(const double (&coefficients)[count]) const {
+/// The terms of a cost model, each a count of one kind of work (host: per thread, work items
+/// over the threads in waves; GPUs: in milliseconds at the device's peak rates); a path's
+/// predicted milliseconds are their sum weighted by its coefficients (terms it does not have
+/// are 0).
+template <int Count>
+struct CostTerms {
+  static constexpr int count = Count;
+  double term[Count] = {};
+  double ms(const double (&coefficients)[Count]) const {
     double sum = 0;
-    for (int i = 0; i < count; ++i) sum += coefficients[i] * term[i];
+    for (int i = 0; i < Count; ++i) sum += coefficients[i] * term[i];
     return sum;
   }
 };
+using HostTerms = CostTerms<HostRule::terms>;
+using GpuTerms = CostTerms<GpuRule::terms>;
 
 inline std::int64_t ceil_div(std::int64_t a, std::int64_t b) { return (a + b - 1) / b; }
 
@@ -153,6 +159,164 @@ inline HostTerms host_skinny_terms(const Shape& s, const HostTiling& t, std::int
            double(s.N) * K, x_in_cache ? 0 : per_group * M * K, double(items) * M / double(T)}};
 }
 
+/// The rates the GPU cost model counts in: this device's where it reports them, else those of
+/// the device its coefficients were fitted on (GpuRule::fitted_*).
+struct GpuRates {
+  double multiprocessors, fp32_gflops, memory_gbps;
+};
+
+inline GpuRates gpu_rates(const Facts& f) {
+  return {f.multiprocessors > 0 ? double(f.multiprocessors) : GpuRule::fitted_multiprocessors,
+          f.fp32_gflops > 0 ? f.fp32_gflops : GpuRule::fitted_fp32_gflops,
+          f.memory_gbps > 0 ? f.memory_gbps : GpuRule::fitted_memory_gbps};
+}
+
+/// A path's terms on a GPU: a launch, then what its kernels do, counted from their own tiles and
+/// splits, as milliseconds at the device's peak rates: multiply-adds (2 flops each) over the
+/// waves of tiles the multiprocessors run, the padded or plain product, and the bytes of X, W and
+/// Y each kernel moves (X and W once per tile that reads them, the pass over Y of the vendor
+/// paths, split K's partial sums, 3xtf32's split of X, W read element by element where its rows
+/// are not 16-byte packs). The terms are the path's whatever its precision (a vendor path runs
+/// the same problem); the coefficients are per path and precision.
+inline GpuTerms gpu_terms(Algorithm a, const Shape& s, const Facts& f) {
+  if (s.M <= 0 || s.N <= 0 || s.K <= 0) return {};  // no product runs
+  const GpuRates g = gpu_rates(f);
+  const double M = double(s.M), K = double(s.K), N = double(s.N), S = g.multiprocessors;
+  const auto flops = [&](double x) { return x / (g.fp32_gflops * 1e6); };
+  const auto bytes = [&](double x) { return x / (g.memory_gbps * 1e6); };
+  const double unpacked = f.skinny_packed ? 0 : 1;
+  const double item = double(sizeof(float));
+  // Output tiles of `t` x `t` and the waves of them one per multiprocessor takes.
+  const auto tiles = [&](std::int64_t t) { return ceil_div(s.M, t) * ceil_div(s.N, t); };
+  const auto waves = [&](std::int64_t t) { return double(ceil_div(tiles(t), std::int64_t(S))); };
+  const std::int64_t t = GpuRule::tile;
+  const double tile_flops = 2.0 * double(t) * double(t) * K;
+  switch (a) {
+    case Algorithm::Fused:
+      return {{1, flops(waves(t) * S * tile_flops),
+               bytes(item * (M * K * double(ceil_div(s.N, t)) + N * K * double(ceil_div(s.M, t)))),
+               bytes(item * M * N), flops(2 * M * N * K), 0, 0}};
+    case Algorithm::FusedSkinny: {
+      using Short = SkinnyGpuTiles<32, false, false>;
+      using Tall = SkinnyGpuTiles<32, false, true>;
+      const SkinnyChoice c = skinny_choice<Short, Tall>(s.M, s.N, s.K, std::int64_t(S), 4, 0);
+      const double resident = S * Short::min_teams, columns = Short::groups * Short::columns;
+      const std::int64_t chunks = ceil_div(s.K, c.chunk);
+      const double k_per_team = double(ceil_div(chunks, c.split.splits) * c.chunk);
+      const double team_waves = double(ceil_div(c.tiles * c.split.splits, std::int64_t(resident)));
+      const double w_bytes = item * N * K * double(ceil_div(s.M, c.rows));
+      return {{1, flops(team_waves * resident * c.rows * columns * k_per_team * 2), bytes(w_bytes),
+               bytes(item * M * K * double(ceil_div(s.N, std::int64_t(columns)))),
+               bytes(item * double(c.partials)), bytes(item * M * N), unpacked * bytes(w_bytes)}};
+    }
+    case Algorithm::SkinnySm90: {
+      const std::int64_t rows = Sm90::rows_per_cta(s.M), columns = Sm90::skinny_tile_columns;
+      const std::int64_t cta_tiles = ceil_div(s.N, columns) * ceil_div(s.M, rows);
+      const std::int64_t k_blocks = ceil_div(s.K, Sm90::skinny_k_block);
+      const int unknown[Sm90::max_splits] = {};
+      const int splits = Sm90::choose_splits(cta_tiles, k_blocks, int(S), unknown);
+      const std::int64_t fit = std::int64_t(S) / splits > 0 ? std::int64_t(S) / splits : 1;
+      const double cta_waves = double(ceil_div(cta_tiles, fit));
+      const double k_per_cta = double(ceil_div(k_blocks, splits) * Sm90::skinny_k_block);
+      return {{1, cta_waves, flops(cta_waves * S * double(rows * columns) * k_per_cta * 2),
+               bytes(item * N * K * double(ceil_div(s.M, rows))),
+               bytes(item * M * K * double(ceil_div(s.N, columns))), bytes(item * M * N), 0}};
+    }
+    case Algorithm::FusedSm90: {
+      const double padded = 2.0 * double(ceil_div(s.M, t) * t) * double(ceil_div(s.N, t) * t) * K;
+      return {
+          {1, flops(padded), flops(waves(t) * S * tile_flops),
+           bytes(item * (2 * M * K * double(ceil_div(s.N, t)) + N * K * double(ceil_div(s.M, t)))),
+           bytes(item * M * N), bytes(3 * item * M * K), unpacked * bytes(item * N * K)}};
+    }
+    case Algorithm::Vendor:
+    case Algorithm::VendorPrefill:
+    case Algorithm::VendorLt: {
+      // The vendor's tiles are its own: the model counts waves of GpuRule::tile and the product
+      // padded to half of it. The pass over Y reads and writes it; vendor_prefill also fills it.
+      const double passes = a == Algorithm::VendorPrefill ? 3 : 2;
+      const std::int64_t h = t / 2;
+      return {{1, flops(waves(t) * S * tile_flops), flops(2 * M * N * K),
+               bytes(item * (M * K + N * K + M * N)), bytes(passes * item * M * N),
+               flops(2.0 * double(ceil_div(s.M, h) * h) * double(ceil_div(s.N, h) * h) * K), 0}};
+    }
+    case Algorithm::Auto: break;
+  }
+  return {};
+}
+
+/// A path and the precision it computes: what auto chooses among.
+struct Candidate {
+  Algorithm algorithm;
+  Precision precision;
+};
+
+/// The coefficients of a path at a precision (GpuRule), nullptr where the model has none.
+inline const double (*gpu_coefficients(const Candidate& c))[GpuRule::terms] {
+  switch (c.precision) {
+    case Precision::Strict:
+      switch (c.algorithm) {
+        case Algorithm::Fused: return &GpuRule::fused_ms;
+        case Algorithm::FusedSkinny: return &GpuRule::fused_skinny_ms;
+        case Algorithm::SkinnySm90: return &GpuRule::skinny_sm90_ms;
+        case Algorithm::Vendor: return &GpuRule::vendor_ms;
+        case Algorithm::VendorPrefill: return &GpuRule::vendor_prefill_ms;
+        case Algorithm::VendorLt: return &GpuRule::vendor_lt_ms;
+        default: return nullptr;
+      }
+    case Precision::TF32x3:
+      switch (c.algorithm) {
+        case Algorithm::FusedSm90: return &GpuRule::fused_sm90_tf32x3_ms;
+        case Algorithm::Vendor: return &GpuRule::vendor_tf32x3_ms;
+        case Algorithm::VendorLt: return &GpuRule::vendor_lt_tf32x3_ms;
+        default: return nullptr;
+      }
+    case Precision::TF32:
+      switch (c.algorithm) {
+        case Algorithm::Vendor: return &GpuRule::vendor_tf32_ms;
+        case Algorithm::VendorLt: return &GpuRule::vendor_lt_tf32_ms;
+        default: return nullptr;
+      }
+  }
+  return nullptr;
+}
+
+/// Whether a GPU path serves these Views at that precision as auto would run it (the hard
+/// limits; resolve refuses the rest when asked for explicitly).
+inline bool gpu_serves(const Candidate& c, const Facts& f) {
+  if (c.precision != Precision::Strict && !f.float_views) return false;
+  switch (c.algorithm) {
+    case Algorithm::Fused:
+    case Algorithm::FusedSkinny: return c.precision == Precision::Strict;
+    case Algorithm::SkinnySm90: return c.precision == Precision::Strict && f.sm90_skinny == nullptr;
+    case Algorithm::FusedSm90: return c.precision == Precision::TF32x3 && f.sm90_tf32x3 == nullptr;
+    case Algorithm::VendorLt: return f.cublaslt;
+    case Algorithm::Vendor:
+    case Algorithm::VendorPrefill:
+      if (c.precision == Precision::Strict) return f.blas != Gemm::KokkosKernelsNative;
+      if (c.algorithm == Algorithm::VendorPrefill) return false;  // never timed: not a candidate
+      return c.precision == Precision::TF32 ? f.blas == Gemm::Cublas : f.cublaslt;
+    case Algorithm::Auto: break;
+  }
+  return false;
+}
+
+/// Every path auto may take on a GPU, strict first (ties go to the earlier).
+constexpr Candidate gpu_candidates[] = {
+    {Algorithm::FusedSkinny, Precision::Strict}, {Algorithm::SkinnySm90, Precision::Strict},
+    {Algorithm::Fused, Precision::Strict},       {Algorithm::VendorLt, Precision::Strict},
+    {Algorithm::Vendor, Precision::Strict},      {Algorithm::VendorPrefill, Precision::Strict},
+    {Algorithm::FusedSm90, Precision::TF32x3},   {Algorithm::VendorLt, Precision::TF32x3},
+    {Algorithm::Vendor, Precision::TF32x3},      {Algorithm::VendorLt, Precision::TF32},
+    {Algorithm::Vendor, Precision::TF32}};
+
+/// The GPU cost model's prediction for a path, milliseconds (infinity where it has none).
+inline double gpu_predicted_ms(const Candidate& c, const Shape& s, const Facts& f) {
+  const auto coefficients = gpu_coefficients(c);
+  if (coefficients == nullptr) return 1.0 / 0.0;
+  return gpu_terms(c.algorithm, s, f).ms(*coefficients);
+}
+
 /// Whether precision `p` is at least as accurate as the floor `floor` (Options::precision under
 /// Algorithm::Auto): strict fp32 meets every floor, 3xTF32 (fp32-accurate) meets tf32's.
 inline bool meets_floor(Precision p, Precision floor) {
@@ -164,58 +328,42 @@ inline bool meets_floor(Precision p, Precision floor) {
   return false;
 }
 
+/// Auto on a GPU: of the paths that serve these Views at a precision meeting the floor, the one
+/// the cost model predicts fastest.
+inline Candidate gpu_auto(const Shape& s, const Facts& f, Precision floor) {
+  Candidate best = {Algorithm::Fused, Precision::Strict};
+  double best_ms = 1.0 / 0.0;
+  for (const Candidate& c : gpu_candidates) {
+    if (!meets_floor(c.precision, floor) || !gpu_serves(c, f)) continue;
+    const double ms = gpu_predicted_ms(c, s, f);
+    if (ms < best_ms) best = c, best_ms = ms;
+  }
+  return best;
+}
+
+/// Whether a path computes a precision other than strict fp32 that meets the floor here.
+inline bool has_tensor_path(const Facts& f, Precision floor) {
+  if (f.backend == Backend::Host) return false;
+  for (const Candidate& c : gpu_candidates)
+    if (c.precision != Precision::Strict && meets_floor(c.precision, floor) && gpu_serves(c, f))
+      return true;
+  return false;
+}
+
 inline bool is_skinny(Algorithm a) {
   return a == Algorithm::FusedSkinny || a == Algorithm::SkinnySm90;
 }
 
 /// The fastest strict path for a shape (Algorithm::Auto in Precision::Strict).
 inline Algorithm strict_auto(const Shape& s, const Facts& f) {
-  if (f.backend == Backend::Host) {
-    if (host_skinny_terms(s, f.host_tiling, f.host_threads).ms(HostRule::skinny_ms) <
-        host_fused_terms(s, f.host_tiling, f.host_threads).ms(HostRule::fused_ms))
-      return Algorithm::FusedSkinny;
-    if (f.blas == Gemm::HostBlas && f.host_blas == HostBlas::Optimized &&
-        s.M >= HostRule::vendor_rows && s.K >= HostRule::vendor_k)
-      return Algorithm::Vendor;
-    return Algorithm::Fused;
-  }
-  const bool small_w = s.K <= GpuRule::sm90_skinny_min_k && s.N * s.K <= GpuRule::sm90_skinny_min_w;
-  const std::int64_t sm90_ctas =
-      (s.N + GpuRule::sm90_skinny_tile - 1) / GpuRule::sm90_skinny_tile * Sm90::max_splits;
-  const bool few_tiles_long_k =
-      4 * sm90_ctas < f.multiprocessors && s.K > GpuRule::sm90_skinny_long_k;
-  if (f.sm90_skinny == nullptr && !small_w && !few_tiles_long_k &&
-      (s.M <= GpuRule::sm90_skinny_rows ||
-       (s.M <= GpuRule::sm90_skinny_wide_rows && s.N >= GpuRule::sm90_skinny_wide_n &&
-        s.N * s.K >= GpuRule::sm90_skinny_wide_w)))
-    return Algorithm::SkinnySm90;
-  if (s.M == 1 && !f.skinny_packed && f.cublaslt && s.N >= GpuRule::unpacked_gemv_n &&
-      s.K >= GpuRule::unpacked_gemv_k && s.N * s.K >= GpuRule::unpacked_gemv_w)
-    return Algorithm::VendorLt;
-  if (s.M <= GpuRule::skinny_rows) return Algorithm::FusedSkinny;
-  if (s.M * s.N * s.K <= GpuRule::small_work && s.M * s.N <= GpuRule::small_outputs)
-    return s.K <= GpuRule::small_work_short_k && s.M * s.N >= GpuRule::small_work_many_outputs
-               ? Algorithm::Fused
-               : Algorithm::FusedSkinny;
-  if (s.M * s.N * s.K <= GpuRule::few_outputs_work && s.M * s.N <= GpuRule::few_outputs)
+  if (f.backend != Backend::Host) return gpu_auto(s, f, Precision::Strict).algorithm;
+  if (host_skinny_terms(s, f.host_tiling, f.host_threads).ms(HostRule::skinny_ms) <
+      host_fused_terms(s, f.host_tiling, f.host_threads).ms(HostRule::fused_ms))
     return Algorithm::FusedSkinny;
-  const std::int64_t t = GpuRule::short_k_tile;
-  if (s.K <= GpuRule::short_k &&
-      (s.M + t - 1) / t * ((s.N + t - 1) / t) >= GpuRule::short_k_min_tiles)
-    return Algorithm::Fused;
-  if (f.cublaslt) return Algorithm::VendorLt;
-  return f.blas != Gemm::KokkosKernelsNative ? Algorithm::Vendor : Algorithm::Fused;
-}
-
-/// Where strict fp32 is faster than the 3xTF32 paths (GpuRule's 3xtf32 criteria).
-inline bool tf32x3_slower(const Shape& s) {
-  const std::int64_t t = GpuRule::tf32x3_tile;
-  const std::int64_t work = s.M * s.N * s.K, n_tiles = (s.N + t - 1) / t;
-  const std::int64_t tiles = (s.M + t - 1) / t * n_tiles;
-  return work < GpuRule::tf32x3_min_work ||
-         (tiles < GpuRule::tf32x3_min_tiles && work < GpuRule::tf32x3_few_tiles_work) ||
-         double(s.N) < GpuRule::tf32x3_min_n_use * double(n_tiles * t) ||
-         (s.K % 4 != 0 && s.M < GpuRule::tf32x3_padded_min_rows) || s.K <= GpuRule::tf32x3_min_k;
+  if (f.blas == Gemm::HostBlas && f.host_blas == HostBlas::Optimized &&
+      s.M >= HostRule::vendor_rows && s.K >= HostRule::vendor_k)
+    return Algorithm::Vendor;
+  return Algorithm::Fused;
 }
 
 /// The path, precision and GEMM a request runs; throws std::invalid_argument naming
@@ -240,33 +388,18 @@ inline Decision resolve(const Request& r, const Shape& s, const Facts& f, const 
       d.note = "precision " + mode + " asked under auto, a floor: " + to_string(d.precision) +
                " (" + to_string(d.algorithm) + ") measured faster at this shape";
   } else if (d.algorithm == Algorithm::Auto) {
-    const Algorithm strict = strict_auto(s, f);
-    const bool has_tf32x3 = f.sm90_tf32x3 == nullptr || f.cublaslt;
-    if (r.precision == Precision::Strict) {
-      d.algorithm = strict;
-    } else if ((is_skinny(strict) &&
-                (r.precision == Precision::TF32x3 || s.M <= GpuRule::tf32_floor_rows)) ||
-               (r.precision == Precision::TF32x3 && has_tf32x3 && tf32x3_slower(s))) {
-      // The precision is a floor: strict fp32 is at least as accurate, and for few rows (W
-      // streams at the memory's speed either way) and small products it is faster.
-      d.algorithm = strict;
-      d.precision = Precision::Strict;
-      d.note = "precision " + mode + " asked under auto, a floor: strict fp32 (" +
-               to_string(strict) + ") is at least as accurate and faster at this shape";
-    } else if (r.precision == Precision::TF32x3 && f.sm90_tf32x3 == nullptr) {
-      d.algorithm = Algorithm::FusedSm90;
-    } else if (f.cublaslt) {
-      d.algorithm = Algorithm::VendorLt;
-    } else if (r.precision == Precision::TF32 && f.blas == Gemm::Cublas) {
-      d.algorithm = Algorithm::Vendor;
-    } else {
-      // No path computes this precision here (the host, other GPUs' builds without cuBLAS):
-      // strict fp32 is at least as accurate.
-      d.algorithm = strict;
-      d.precision = Precision::Strict;
-      d.note = "precision " + mode + " asked under auto, a floor: no path computes it here (" +
-               "it needs cuBLAS, cuBLASLt or a Hopper GPU); strict fp32 runs";
-    }
+    const Candidate c = f.backend == Backend::Host ? Candidate{strict_auto(s, f), Precision::Strict}
+                                                   : gpu_auto(s, f, r.precision);
+    d.algorithm = c.algorithm;
+    d.precision = c.precision;
+    if (c.precision != r.precision)
+      d.note = "precision " + mode + " asked under auto, a floor: " +
+               (has_tensor_path(f, r.precision)
+                    ? std::string(to_string(c.precision)) + " (" + to_string(c.algorithm) +
+                          ") is at least as accurate and predicted faster at this shape"
+                    : std::string("no path computes it here (it needs cuBLAS, cuBLASLt or a "
+                                  "Hopper GPU); strict fp32 (") +
+                          to_string(c.algorithm) + ") runs");
   }
 
   if (d.algorithm == Algorithm::VendorLt && !f.cublaslt) {

@@ -46,6 +46,7 @@ Facts gather_facts(const ExecSpace& exec, const XView& X, const WView& W, const 
   f.skinny_packed = rows_are_packable(X) && rows_are_packable(W);
   f.multiprocessors = multiprocessors(exec);
   f.fp32_gflops = fp32_peak_gflops(exec);
+  f.memory_gbps = memory_peak_gbps(exec);
   if (f.backend == Backend::Host) {
     f.host_threads = exec.concurrency();
     f.host_tiling = host_tiling_of<Scalar>();

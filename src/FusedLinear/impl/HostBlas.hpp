@@ -30,18 +30,23 @@ inline HostBlas classify_blas_library(const std::string& path) {
 }
 
 /// The file of the library that provides sgemm_ to this process, "" if unknown.
-inline std::string blas_library_path() {
+inline const std::string& blas_library_path() {
+  // Found once: every plan's wisdom key names it, and the BLAS a process resolved does not change.
+  static const std::string path = [] {
 #if defined(FUSED_LINEAR_HAS_DLADDR)
-  void* symbol = dlsym(RTLD_DEFAULT, "sgemm_");
-  Dl_info info;
-  if (symbol == nullptr || dladdr(symbol, &info) == 0 || info.dli_fname == nullptr) return "";
-  char* resolved = realpath(info.dli_fname, nullptr);
-  const std::string path = resolved ? resolved : info.dli_fname;
-  std::free(resolved);
-  return path;
+    void* symbol = dlsym(RTLD_DEFAULT, "sgemm_");
+    Dl_info info;
+    if (symbol == nullptr || dladdr(symbol, &info) == 0 || info.dli_fname == nullptr)
+      return std::string();
+    char* resolved = realpath(info.dli_fname, nullptr);
+    const std::string found = resolved ? resolved : info.dli_fname;
+    std::free(resolved);
+    return found;
 #else
-  return "";
+    return std::string();
 #endif
+  }();
+  return path;
 }
 
 /// The vector instruction set an OpenBLAS core's kernels use: 0 SSE, 1 AVX (or AVX with FMA),

@@ -87,7 +87,8 @@ inline double compute_bound_ms(const Choice& c, const Shape& s, const Facts& f) 
 /// The paths Planning::Measure times for a request: under Algorithm::Auto every explicit
 /// algorithm at every precision that meets the floor and that resolve serves for these facts
 /// (refusals caught), each path once (a fallback such as vendor_lt running vendor is that
-/// path; 3xtf32's cuBLASLt products once, as vendor_lt), the rule's own choice first; under an
+/// path; 3xtf32's cuBLASLt products once, as vendor_lt), on GPUs those the cost model predicts
+/// within GpuRule::measure_within of the fastest, the rule's own choice first; under an
 /// explicit algorithm, that path alone. Throws as resolve does where the request itself is refused.
 /// Pure, like resolve.
 inline std::vector<Choice> measure_candidates(const Request& request, const Shape& s,
@@ -119,6 +120,21 @@ inline std::vector<Choice> measure_candidates(const Request& request, const Shap
         // Refused for these Views, this build or device: not a candidate.
       }
     }
+  }
+  if (f.backend != Backend::Host) {
+    // GPUs: only what the cost model predicts within GpuRule::measure_within of its least (the
+    // best path fell within it on 99% of the cases the model was fitted on); the rule's choice
+    // stays first.
+    const auto predicted = [&](const Choice& c) {
+      return gpu_predicted_ms({c.algorithm, c.precision}, s, f);
+    };
+    double least = predicted(out.front());
+    for (const Choice& c : out) least = std::min(least, predicted(c));
+    out.erase(std::remove_if(out.begin() + 1, out.end(),
+                             [&](const Choice& c) {
+                               return !(predicted(c) <= GpuRule::measure_within * least);
+                             }),
+              out.end());
   }
   return out;
 }

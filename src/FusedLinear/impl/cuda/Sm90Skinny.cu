@@ -33,8 +33,9 @@ using namespace common;
 
 constexpr int LANE_ROWS = 4;        // W rows per lane
 constexpr int BN = 32 * LANE_ROWS;  // W rows (columns of Y) per CTA
-constexpr int BK = 32;              // k per stage: one 128-byte swizzle row
-constexpr int CHUNKS = BK / 4;      // 16-byte chunks of k per stage row
+constexpr int BK = skinny_k_block;  // k per stage: one 128-byte swizzle row
+static_assert(BN == skinny_tile_columns, "the cost model counts these tiles");
+constexpr int CHUNKS = BK / 4;  // 16-byte chunks of k per stage row
 constexpr int CONSUMER_WARPS = 8;
 constexpr int CONSUMERS = 32 * CONSUMER_WARPS;
 constexpr int THREADS = CONSUMERS + 32;  // + the producer warp
@@ -209,11 +210,6 @@ __global__ void __launch_bounds__(THREADS, 1)
     }
   }
   cluster_sync();  // no CTA leaves while the others read its shared memory
-}
-
-// The configuration for M rows (MT >= M where M <= 64; row blocks of 64 beyond).
-inline int rows_per_cta(int64_t M) {
-  return M <= 1 ? 1 : M <= 2 ? 2 : M <= 4 ? 4 : M <= 8 ? 8 : M <= 16 ? 16 : M <= 32 ? 32 : 64;
 }
 
 // A launch of clusters of S CTAs along x; `cluster` holds the attribute the result points to.

@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
 /// \file Sm90Splits.hpp
-/// How many CTAs the few-rows kernel (Sm90Skinny.cu) splits each tile's K across. Plain C++, so
-/// that host tests check the choice on a device's measured cluster capacities.
+/// How the few-rows kernel (Sm90Skinny.cu) cuts a problem: its tiles, and how many CTAs each
+/// tile's K is split across. Plain C++, so that host tests check the choice on a device's
+/// measured cluster capacities and the GPU cost model (Dispatch.hpp) counts the same CTAs.
 #ifndef FUSED_LINEAR_IMPL_CUDA_SM90_SPLITS_HPP
 #define FUSED_LINEAR_IMPL_CUDA_SM90_SPLITS_HPP
 
@@ -13,6 +14,13 @@ namespace Sm90 {
 
 /// The most CTAs of a K split: the portable thread-block cluster size.
 constexpr int max_splits = 8;
+/// Columns of Y a CTA owns (32 lanes x 4 W rows each), and k per pipeline stage.
+constexpr int skinny_tile_columns = 128, skinny_k_block = 32;
+
+/// Rows of X a CTA owns: the least power of two that holds M, at most 64.
+inline int rows_per_cta(std::int64_t M) {
+  return M <= 1 ? 1 : M <= 2 ? 2 : M <= 4 ? 4 : M <= 8 ? 8 : M <= 16 ? 16 : M <= 32 ? 32 : 64;
+}
 
 /// CTAs per tile S (1..8; the kernel cuts K into S near-equal ranges, any S): the one whose
 /// CTAs each cover the least K over the waves of co-resident clusters it takes,

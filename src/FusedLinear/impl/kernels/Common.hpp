@@ -135,6 +135,28 @@ double fp32_peak_gflops(const ExecSpace& exec) {
   return 0;
 }
 
+/// The peak bandwidth (GB/s) of the memory of the NVIDIA GPU `exec` runs on: two transfers per
+/// memory clock over the bus width, as the device reports them. 0 where unknown (the host, other
+/// devices, a device that reports neither).
+template <class ExecSpace>
+double memory_peak_gbps(const ExecSpace& exec) {
+#if defined(KOKKOS_ENABLE_CUDA)
+  if constexpr (std::is_same<ExecSpace, Kokkos::Cuda>::value) {
+    int khz = 0, bits = 0;
+    if (cudaDeviceGetAttribute(&khz, cudaDevAttrMemoryClockRate, exec.cuda_device()) !=
+            cudaSuccess ||
+        cudaDeviceGetAttribute(&bits, cudaDevAttrGlobalMemoryBusWidth, exec.cuda_device()) !=
+            cudaSuccess) {
+      (void)cudaGetLastError();  // this query's own error
+      return 0;
+    }
+    return 2.0 * khz * 1e-6 * bits / 8;
+  }
+#endif
+  (void)exec;
+  return 0;
+}
+
 /// Sixteen bytes of Scalar, loaded and stored as one access (LDG.128/STS.128 on NVIDIA GPUs,
 /// one SSE/AVX move on the host). Only used where the addresses are 16-byte aligned.
 template <class Scalar>

@@ -12,6 +12,7 @@
 #include "FusedLinear/Epilogue.hpp"
 #include "FusedLinear/impl/kernels/Common.hpp"
 #include "FusedLinear/impl/kernels/HostSkinnyKernel.hpp"
+#include "FusedLinear/impl/kernels/SkinnyGeometry.hpp"
 
 namespace FusedLinear {
 namespace Impl {
@@ -31,16 +32,8 @@ namespace Impl {
 /// a CPU: one thread per team, X read in place, the 4 columns' multiply-adds as one SIMD vector
 /// (`simd_columns`; docs/design/skinny-kernel.md#host-variant).
 template <class ExecSpace, class Scalar, bool Tall, bool Host = is_host_space<ExecSpace>()>
-struct SkinnyTiles {
-  static constexpr bool wide = sizeof(Scalar) > 4;
-  // A warp (wavefront) per group of columns, 256 threads a team: 8 warps of 32 on NVIDIA GPUs,
-  // 4 wavefronts of 64 on AMD GPUs.
-  static constexpr int lanes = ExecutionSpaceTraits<ExecSpace>::lanes, groups = 256 / lanes;
-  static constexpr int columns = 4;
-  static constexpr int rows = Tall && !wide ? 16 : 8, steps = Tall && !wide ? 1 : 2;
-  static constexpr int rows_per_reduction = wide ? 4 : 8, min_teams = 2;
-  static constexpr bool stage_x = true, simd_columns = false;
-};
+struct SkinnyTiles
+    : SkinnyGpuTiles<ExecutionSpaceTraits<ExecSpace>::lanes, (sizeof(Scalar) > 4), Tall> {};
 template <class ExecSpace, class Scalar, bool Tall>
 struct SkinnyTiles<ExecSpace, Scalar, Tall, true> {
   static constexpr int lanes = 1, groups = 1, columns = 4, rows = 16, steps = 2;
@@ -327,60 +320,11 @@ struct SkinnyLinearKernel {
 /// order and applies the epilogue (fix_up): still one launch, and no pass over Y before it.
 /// `forced` > 0 takes that many splits on any backend (Experimental::Tuning::skinny_splits: tests
 /// take the fix-up on the host too).
-struct SkinnySplit {
-  int splits = 1;
-  std::int64_t chunks_per_split = 0;
-
-  /// tiles x splits teams for `resident` teams at a time (0: no split unless forced).
-  SkinnySplit(std::int64_t tiles, std::int64_t chunks, std::int64_t resident, int forced) {
-    std::int64_t want = 1;
-    if (forced > 0)
-      want = forced;
-    else if (resident > 0 && 2 * tiles <= resident && chunks >= 4 * min_chunks_per_split)
-      want = (split_waves * resident + tiles - 1) / tiles;
-    if (want > chunks) want = chunks;
-    if (want < 2) return;
-    chunks_per_split = (chunks + want - 1) / want;
-    if (forced <= 0 && chunks_per_split < min_chunks_per_split)
-      chunks_per_split = min_chunks_per_split;
-    splits = int((chunks + chunks_per_split - 1) / chunks_per_split);  // none empty
-  }
-  /// A split pays only where at most half the resident slots would be busy and K is long: each
-  /// split adds a fence, an atomic and a read of the partial sums
-  /// (docs/design/skinny-kernel.md#split-k).
-  static constexpr std::int64_t split_waves = 2, min_chunks_per_split = 4;
-};
-
-/// How a plan runs fused_skinny at its shape: tall or short rows, K split or not, and the
-/// memory split K needs (partial sums, one arrival counter per tile), which the plan owns.
-struct SkinnyChoice {
-  bool tall = false;
-  SkinnySplit split{0, 0, 0, 0};
-  std::int64_t tiles = 0;
-  std::int64_t partials = 0;  // Scalars of partial sums (0: no split)
-};
-
 template <class ExecSpace, class Scalar>
 SkinnyChoice choose_skinny(const ExecSpace& exec, std::int64_t M, std::int64_t N, std::int64_t K,
                            int forced_splits) {
-  using Short = SkinnyTiles<ExecSpace, Scalar, false>;
-  using TallTiles = SkinnyTiles<ExecSpace, Scalar, true>;
-  const std::int64_t sms = multiprocessors(exec);
-  // Tall rows read W once for 16 rows but halve the teams: where that would leave at most one
-  // team per multiprocessor the short rows are faster (docs/design/skinny-kernel.md#split-k).
-  const auto tiles_of = [&](int rows, int columns) {
-    return (N + columns - 1) / columns * ((M + rows - 1) / rows);
-  };
-  SkinnyChoice c;
-  c.tall = TallTiles::rows != Short::rows && M > Short::rows &&
-           !(sms > 0 && tiles_of(TallTiles::rows, TallTiles::groups * TallTiles::columns) <= sms);
-  const int rows = c.tall ? TallTiles::rows : Short::rows;
-  const int steps = c.tall ? TallTiles::steps : Short::steps;
-  const std::int64_t chunk = std::int64_t(Short::lanes) * Pack16<Scalar>::size * steps;
-  c.tiles = tiles_of(rows, Short::groups * Short::columns);
-  c.split = SkinnySplit(c.tiles, (K + chunk - 1) / chunk, sms * Short::min_teams, forced_splits);
-  c.partials = c.split.splits > 1 ? std::int64_t(c.split.splits) * M * N : 0;
-  return c;
+  return skinny_choice<SkinnyTiles<ExecSpace, Scalar, false>, SkinnyTiles<ExecSpace, Scalar, true>>(
+      M, N, K, multiprocessors(exec), Pack16<Scalar>::size, forced_splits);
 }
 
 /// Y = ep(X . W^T, b) through fused_skinny as `c` says; `partials` and `arrivals` are the plan's

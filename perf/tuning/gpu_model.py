@@ -1,0 +1,195 @@
+# SPDX-License-Identifier: Apache-2.0
+"""Fits the GPU cost model of auto's rule (GpuRule's coefficient arrays) to measured runs.
+
+For every shape and path (with its precision) the runs timed, the library's own terms
+(Impl::gpu_terms, printed by `fused_linear_replay_rule --terms` with the rates of the device
+the runs were made on) are fitted to the measured medians: per path and precision,
+non-negative coefficients minimising the relative squared error (tuning.host_model.fit).
+tuning.rules writes them (4 significant digits) into GpuRule.hpp; this prints them with each
+path's model error and how far the path the model picks is behind the best one meeting each
+floor on the fitted runs. The held-out check is tuning.judge --replay-tool on runs the model
+was not fitted on.
+
+    PYTHONPATH=perf python3 -m tuning.gpu_model \\
+        --replay-tool build/host/perf/fused_linear_replay_rule     # the runs of rules/gpu.json
+    PYTHONPATH=perf python3 -m tuning.gpu_model --replay-tool ... --held-out RUN... \\
+        [--memory-gbps 3352.3]     # the fitted model's error and choices on other runs, counted
+                                   # with the rates of their device
+"""
+import argparse
+import math
+import subprocess
+import sys
+from pathlib import Path
+
+from . import data
+from .host_model import fit
+from .judge import FLOORS, percentile
+
+
+def measured(rows):
+    """{shape: {(path, precision): least median}} of the explicit paths of the rows."""
+    out = {}
+    for r in rows:
+        if r["source"] == "ours" and r["path"] != "auto":
+            t = out.setdefault(r["shape"], {})
+            key = (r["ran"], r["precision_ran"])
+            t[key] = min(t.get(key, math.inf), r["median_ms"])
+    return out
+
+
+def rate_args(facts):
+    return ["--multiprocessors", str(facts["multiprocessors"]),
+            "--fp32-gflops", str(facts["fp32_gflops"]), "--memory-gbps", str(facts["memory_gbps"])]
+
+
+def terms(tool, facts, shapes):
+    """{(shape, path, precision): [terms]} from the library (fused_linear_replay_rule --terms)."""
+    text = subprocess.run([str(tool), "--terms"] + rate_args(facts),
+                          input="\n".join(shapes) + "\n", capture_output=True, text=True,
+                          check=True).stdout
+    out = {}
+    for line in text.splitlines():
+        if line and not line.startswith("#"):
+            shape, path, precision, *values = line.split()
+            out[(shape, path, precision)] = [float(v) for v in values]
+    return out
+
+
+def fit_runs(ds, run_ids, tool, facts, models):
+    """(coefficients {(path, precision): [c]}, times, terms) fitted on runs of the dataset, for
+    the models [(path, precision)]."""
+    rows = [r for run_id in run_ids for r in ds.rows(run_id)]
+    times = measured(rows)
+    if not times:
+        raise data.DataError(f"runs {', '.join(run_ids)}: no explicit GPU paths timed")
+    x = terms(tool, facts, sorted(times))
+    coefficients = {}
+    for model in models:
+        samples = [(x[(s,) + model], t[model]) for s, t in sorted(times.items())
+                   if model in t and (s,) + model in x]
+        if not samples:
+            raise data.DataError(f"runs {', '.join(run_ids)}: {'/'.join(model)} never timed")
+        coefficients[model] = fit(samples)
+    return coefficients, times, x
+
+
+def predicted(c, x):
+    return sum(a * b for a, b in zip(c, x))
+
+
+def choices(coefficients, times, x):
+    """[(gap %, shape, floor, chosen, best)]: the model's pick against the best timed path
+    meeting each floor, over the paths timed at that shape."""
+    out = []
+    for s, t in sorted(times.items()):
+        for floor in ("strict", "3xtf32"):
+            here = {k: ms for k, ms in t.items() if k[1] in FLOORS[floor] and k in coefficients
+                    and (s,) + k in x}
+            if not here:
+                continue
+            pick = min(here, key=lambda k: predicted(coefficients[k], x[(s,) + k]))
+            best = min(here, key=here.get)
+            out.append((100 * (here[pick] / here[best] - 1), s, floor, pick, best))
+    return out
+
+
+def best_ratios(coefficients, times, x):
+    """The best path's prediction over the least prediction, per case as choices() has them."""
+    ratios = []
+    for s, t in times.items():
+        for floor in ("strict", "3xtf32"):
+            here = {k: ms for k, ms in t.items() if k[1] in FLOORS[floor] and k in coefficients
+                    and (s,) + k in x}
+            if not here:
+                continue
+            best = min(here, key=here.get)
+            least = min(predicted(coefficients[k], x[(s,) + k]) for k in here)
+            if least > 0:
+                ratios.append(predicted(coefficients[best], x[(s,) + best]) / least)
+    return ratios
+
+
+def measure_within(coefficients, times, x, share=99, slack=1.1):
+    """Planning::Measure's margin: the ratio best_ratios() stays under on `share`% of the fitted
+    cases, times `slack`, rounded up to 0.01. Measure times only the candidates predicted
+    within it."""
+    ratios = best_ratios(coefficients, times, x)
+    return math.ceil(round(100 * percentile(ratios, share) * slack, 6)) / 100
+
+
+def held_out(ds, run_ids, tool, facts, coefficients):
+    """(times, terms) of other runs, for the coefficients fitted elsewhere: report_lines then
+    gives the model's error per path and its choices there."""
+    times = measured([r for run_id in run_ids for r in ds.rows(run_id)])
+    if not times:
+        raise data.DataError(f"runs {', '.join(run_ids)}: no explicit GPU paths timed")
+    return times, terms(tool, facts, sorted(times))
+
+
+def report_lines(coefficients, times, x, margin, worst=8):
+    lines = []
+    for model, c in coefficients.items():
+        errors = [abs(predicted(c, x[(s,) + model]) / t[model] - 1)
+                  for s, t in times.items() if model in t and (s,) + model in x]
+        if not errors:
+            continue
+        lines.append(f"{'/'.join(model)}: " + ", ".join(f"{v:.4g}" for v in c))
+        lines.append(f"  model error median {100 * percentile(errors, 50):.1f}%, 90th "
+                     f"{100 * percentile(errors, 90):.1f}%, worst {100 * max(errors):.1f}% "
+                     f"({len(errors)} shapes)")
+    gaps = choices(coefficients, times, x)
+    g = [v for v, *_ in gaps]
+    lines.append(f"choice behind the best path meeting the floor: median {percentile(g, 50):.1f}%, "
+                 f"95th {percentile(g, 95):.1f}%, worst {max(g):.1f}%, within 10% "
+                 f"{100 * sum(v <= 10 for v in g) / len(g):.1f}%, within 25% "
+                 f"{100 * sum(v <= 25 for v in g) / len(g):.1f}% ({len(g)} cases)")
+    for v, s, floor, pick, best in sorted(gaps, reverse=True)[:worst]:
+        lines.append(f"  {s} {floor}: {'/'.join(pick)} {v:+.1f}% (best {'/'.join(best)})")
+    within = [r <= margin for r in best_ratios(coefficients, times, x)]
+    lines.append(f"Planning::Measure times the candidates predicted within {margin}x of the "
+                 f"least: the best path among them in {100 * sum(within) / len(within):.1f}% "
+                 "of the cases")
+    return lines
+
+
+def models_of(spec):
+    return [(m["path"], m["precision"]) for m in spec["models"]]
+
+
+def main(argv=None):
+    from . import rules
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("runs", nargs="*", help="run ids (default: the fit runs of rules/gpu.json)")
+    p.add_argument("--replay-tool", type=Path, required=True,
+                   help="the fused_linear_replay_rule program")
+    p.add_argument("--data", type=Path, default=data.DATA, help="the dataset (perf/data)")
+    p.add_argument("--held-out", nargs="+", metavar="RUN", default=None,
+                   help="judge the model fitted on `runs` on these runs instead")
+    for rate in ("multiprocessors", "fp32-gflops", "memory-gbps"):
+        p.add_argument(f"--{rate}", type=float, default=None,
+                       help=f"the held-out runs' device's {rate.replace('-', ' ')} "
+                            "(default: the fit's)")
+    args = p.parse_args(argv)
+    try:
+        ds = data.Dataset(args.data)
+        spec = rules.load(args.data / "rules" / "gpu.json")
+        run_ids = args.runs or spec["fit"]["runs"]
+        c, times, x = fit_runs(ds, run_ids, args.replay_tool, spec["fit"]["facts"],
+                               models_of(spec))
+        margin = measure_within(c, times, x)
+        if args.held_out:
+            facts = dict(spec["fit"]["facts"])
+            for key in ("multiprocessors", "fp32_gflops", "memory_gbps"):
+                if getattr(args, key) is not None:
+                    facts[key] = getattr(args, key)
+            times, x = held_out(ds, args.held_out, args.replay_tool, facts, c)
+    except data.DataError as e:
+        print(f"tuning.gpu_model: {e}", file=sys.stderr)
+        return 1
+    print("\n".join(report_lines(c, times, x, margin)))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
