@@ -395,10 +395,10 @@ TEST(GraphsShared, DeviceSelectedBeforeAnyCudaCall) {
 }
 
 // wisdom named a cuBLASLt algorithm by its rank in the heuristic's list, and
-// the list a plan from wisdom asks for is not the one measured (the larger workspace's
-// algorithm lands elsewhere in a shorter list). The algorithm is now named by its configuration: a
-// product made for few algorithms, given the configuration of one ranked further (or one it does
-// not hold at all), runs that one.
+// the list a plan from wisdom asks for is not the one measured (the 1 MiB algorithm lands
+// elsewhere in a shorter list). The algorithm is now named by its configuration: a product
+// made for few algorithms, given the configuration of one ranked further (or one it does not
+// hold at all), runs that one.
 TEST(SharedStateCuda, WisdomIdentifiesTheCublasLtAlgorithm) {
 #if !defined(FUSED_LINEAR_CUBLASLT)
   GTEST_SKIP() << "needs a CUDA build with cuBLASLt";

@@ -395,7 +395,9 @@ inline Decision resolve(const Request& r, const Shape& s, const Facts& f, const 
     if (c.precision != r.precision)
       d.note = "precision " + mode + " asked under auto, a floor: " +
                (has_tensor_path(f, r.precision)
-                    ? std::string(to_string(c.precision)) + " (" + to_string(c.algorithm) +
+                    ? std::string(c.precision == Precision::Strict ? "strict fp32"
+                                                                   : to_string(c.precision)) +
+                          " (" + to_string(c.algorithm) +
                           ") is at least as accurate and predicted faster at this shape"
                     : std::string("no path computes it here (it needs cuBLAS, cuBLASLt or a "
                                   "Hopper GPU); strict fp32 (") +

@@ -172,7 +172,7 @@ std::string wisdom_key(const ExecSpace& exec, const XView& X, const WView& W, co
      << alignment_class(Y.data()) << "; request " << to_string(r.algorithm) << '/'
      << to_string(r.precision) << (r.zero_multiplier ? " multiplier 0" : "") << "; tuning "
      << t.skinny_splits << ',' << t.sm90_tf32x3_kernel << ',' << t.tf32x3_partials_limit
-     << "; cublasLt variants " << MeasureRule::cublaslt_algorithms << "+32MiB; candidates";
+     << "; cublasLt variants " << MeasureRule::cublaslt_algorithms << "+1MiB; candidates";
   for (const Choice& c : candidates)
     os << ' ' << to_string(c.algorithm) << '/' << to_string(c.precision);
   return wisdom_text(os.str());

@@ -63,7 +63,7 @@ struct LtProblem {
 class LtPlan {
  public:
   /// `algorithms`: how many of the heuristic's ranked algorithms to hold (1: its first; more:
-  /// also its first within workspace_limit, where it differs).
+  /// also its first within PyTorch's workspace, where it differs).
   LtPlan(cublasLtHandle_t handle, const LtProblem& p, int algorithms = 1) {
     const cudaDataType_t type = p.is_double ? CUDA_R_64F : CUDA_R_32F;
     const cublasComputeType_t compute =
@@ -105,34 +105,33 @@ class LtPlan {
       }
     }
 
-    // The heuristic's ranked algorithms within PyTorch's default cuBLASLt workspace (1 MiB), as
-    // PyTorch asks for its own call (so that this path runs PyTorch's kernel plus one pass): its
-    // first choice alone unless Planning::Measure times the first few (Planner.hpp), and then also
-    // its first choice within our larger workspace where that differs, at some shapes the faster
-    // (docs/design/dispatch.md).
+    // The heuristic's ranked algorithms: its first choice alone unless Planning::Measure times
+    // the first few (Planner.hpp; measurements in docs/design/dispatch.md). Measure also times
+    // its first choice within PyTorch's default cuBLASLt workspace (1 MiB) where that differs:
+    // PyTorch's own call, which at some shapes is the faster.
     cublasLtMatmulHeuristicResult_t results[max_algorithms] = {};
     const int asked = std::max(1, std::min(algorithms, max_algorithms - 1));
     int found = 0;
-    const cublasStatus_t s = heuristic(handle, p, pytorch_workspace, asked, results, found);
+    const cublasStatus_t s = heuristic(handle, p, workspace_limit, asked, results, found);
     for (int i = 0; s == CUBLAS_STATUS_SUCCESS && i < found && i < asked; ++i) {
       if (results[i].state != CUBLAS_STATUS_SUCCESS) continue;
       m_algos[m_count] = results[i].algo;
       m_sizes[m_count] = results[i].workspaceSize;
       ++m_count;
     }
-    cublasLtMatmulHeuristicResult_t large = {};
-    int large_found = 0;
+    cublasLtMatmulHeuristicResult_t small = {};
+    int small_found = 0;
     if (m_count > 0 && algorithms > 1 &&
-        heuristic(handle, p, workspace_limit, 1, &large, large_found) == CUBLAS_STATUS_SUCCESS &&
-        large_found == 1 && large.state == CUBLAS_STATUS_SUCCESS &&
+        heuristic(handle, p, pytorch_workspace, 1, &small, small_found) == CUBLAS_STATUS_SUCCESS &&
+        small_found == 1 && small.state == CUBLAS_STATUS_SUCCESS &&
         std::none_of(m_algos, m_algos + m_count, [&](const cublasLtMatmulAlgo_t& held) {
-          return std::memcmp(&held, &large.algo, sizeof(held)) == 0;
+          return std::memcmp(&held, &small.algo, sizeof(held)) == 0;
         })) {
       // Second in line: timed right after the first.
       std::move_backward(m_algos + 1, m_algos + m_count, m_algos + m_count + 1);
       std::move_backward(m_sizes + 1, m_sizes + m_count, m_sizes + m_count + 1);
-      m_algos[1] = large.algo;
-      m_sizes[1] = large.workspaceSize;
+      m_algos[1] = small.algo;
+      m_sizes[1] = small.workspaceSize;
       ++m_count;
     }
     if (s != CUBLAS_STATUS_SUCCESS || m_count == 0) {
