@@ -19,7 +19,7 @@ from . import data, judge
 RESULTS_MD = data.DATA.parent / "RESULTS.md"
 # The reference shape (KernelBench's seed problem) and KernelBench's earlier problem.
 FIRST_SHAPES = ("1024x8192x8192", "128x1024x512")
-NAMES = {"h200": "NVIDIA H200", "host-2c": "Host: AMD EPYC, 2 cores",
+NAMES = {"h100": "NVIDIA H100 (80 GB HBM3)", "h200": "NVIDIA H200", "host-2c": "Host: AMD EPYC, 2 cores",
          "host-xeon-2c": "Host: Intel Xeon, 2 cores"}
 
 
