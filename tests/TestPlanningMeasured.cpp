@@ -68,10 +68,10 @@ void expect_measurements(const PlanType& plan, const P& p, Precision floor, int 
 
 // A measured plan runs the fastest candidate, whichever it is; lists them all; computes right.
 TEST(Planning, MeasuredPlanPicksTheFastestCandidate) {
-  P p(37, 300, 70, 11);
+  P p(64, 1024, 300, 11);  // several candidates at every floor, GPUs' cost model's too
   for (Precision floor : all_precisions) {
     const auto cands = candidates_for(p, floor);
-    ASSERT_FALSE(cands.empty());
+    ASSERT_GE(cands.size(), 2u) << "a shape with one candidate is not measured";
     for (std::size_t target = 0; target < cands.size(); ++target) {
       FusedLinear::forget_wisdom();
       FakeClock::times.clear();
@@ -193,7 +193,7 @@ TEST(Planning, EstimateAndExplicitPathsMeasureNothing) {
 
 // The one-shot call with Planning::Measure: its cached plan is measured once; the RunInfo says so.
 TEST(Planning, OneShotCallMeasures) {
-  P p(37, 300, 70, 16);
+  P p(64, 1024, 300, 16);
   FusedLinear::release_cached_plans();
   FusedLinear::forget_wisdom();
   FakeClock::times.clear();

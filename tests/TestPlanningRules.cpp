@@ -108,6 +108,11 @@ TEST(Planning, CandidatesAreThePathsTheDispatchServes) {
   EXPECT_EQ(paths_of(t1), within(tf));
   EXPECT_EQ(t1[0].algorithm, Algorithm::VendorLt);
   EXPECT_EQ(t1[0].precision, Precision::TF32);
+  // One candidate where the model puts every other path past the margin (fused_skinny, predicted
+  // under two thirds of cuBLASLt's time, at 37x300x70): nothing to time.
+  EXPECT_EQ(paths_of(Impl::measure_candidates({Algorithm::Auto, Precision::Strict, false},
+                                              {37, 300, 70}, hopper(), fn)),
+            strict_paths({Algorithm::FusedSkinny}));
   // Every path is a candidate where the model cannot tell them apart: an empty product.
   const Shape empty{0, 8192, 8192};
   EXPECT_EQ(paths_of(Impl::measure_candidates({Algorithm::Auto, Precision::Strict, false}, empty,

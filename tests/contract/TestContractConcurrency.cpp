@@ -114,7 +114,9 @@ TEST(ContractConcurrency, PlanMadeOutsideTheCacheLock) {
   FusedLinear::forget_wisdom();
   using Slow = Problem<ExecSpace, float, Kokkos::LayoutRight>;
   using Quick = Problem<Kokkos::Serial, float, Kokkos::LayoutRight>;
-  Slow slow(37, 300, 70, 31);
+  // A shape with several candidates to time on every backend (a single one is not timed, and
+  // the clock would never be called).
+  Slow slow(64, 1024, 300, 31);
   Quick quick(5, 16, 9, 32);
   Options measured(Algorithm::Auto);
   measured.planning = FusedLinear::Planning::Measure;
@@ -125,7 +127,10 @@ TEST(ContractConcurrency, PlanMadeOutsideTheCacheLock) {
     held_up::other_done = true;
   });
   FusedLinear::linear_leaky_relu(ExecSpace(), slow.X, slow.W, slow.b, slow.Y, 2.f, 0.1f, measured);
+  const bool timed = held_up::inside;
+  held_up::inside = true;  // where nothing was timed, the other thread goes now
   other.join();
+  EXPECT_TRUE(timed) << "Planning::Measure timed nothing at this shape";
   EXPECT_FALSE(held_up::gave_up) << "the other thread's call waited for this plan's making";
   EXPECT_TRUE(matches_reference(slow, 2, 0.1, slow.Y));
   EXPECT_TRUE(matches_reference(quick, 2, 0.1, quick.Y));
