@@ -75,7 +75,7 @@ TEST(Planning, CandidatesAreThePathsTheDispatchServes) {
   // of its fastest (the rule's choice, first).
   const Shape big{1024, 8192, 8192};
   const auto within = [&](const PathSet& served) {
-    double least = 1.0 / 0.0;
+    double least = std::numeric_limits<double>::infinity();
     for (const auto& [a, p] : served)
       least = std::min(least, Impl::gpu_predicted_ms({a, p}, big, hopper()));
     PathSet kept;

@@ -9,6 +9,7 @@
 #define FUSED_LINEAR_IMPL_DISPATCH_HPP
 
 #include <cstdint>
+#include <limits>
 #include <string>
 
 #include "FusedLinear/Types.hpp"
@@ -313,7 +314,7 @@ constexpr Candidate gpu_candidates[] = {
 /// The GPU cost model's prediction for a path, milliseconds (infinity where it has none).
 inline double gpu_predicted_ms(const Candidate& c, const Shape& s, const Facts& f) {
   const auto coefficients = gpu_coefficients(c);
-  if (coefficients == nullptr) return 1.0 / 0.0;
+  if (coefficients == nullptr) return std::numeric_limits<double>::infinity();
   return gpu_terms(c.algorithm, s, f).ms(*coefficients);
 }
 
@@ -332,7 +333,7 @@ inline bool meets_floor(Precision p, Precision floor) {
 /// the cost model predicts fastest.
 inline Candidate gpu_auto(const Shape& s, const Facts& f, Precision floor) {
   Candidate best = {Algorithm::Fused, Precision::Strict};
-  double best_ms = 1.0 / 0.0;
+  double best_ms = std::numeric_limits<double>::infinity();
   for (const Candidate& c : gpu_candidates) {
     if (!meets_floor(c.precision, floor) || !gpu_serves(c, f)) continue;
     const double ms = gpu_predicted_ms(c, s, f);
