@@ -29,7 +29,12 @@ LIBRARY = "libfused_linear_torch.so"
 
 
 def torch_has_cuda():
-    import torch  # the torch the operator is built against: this Python's
+    try:
+        import torch  # the torch the operator is built against: this Python's
+    except ImportError:
+        sys.exit(f"fused_linear: {sys.executable} cannot import torch. The operator is built "
+                 "against the torch of the environment pip installs into, which an isolated "
+                 "build does not see: pip install --no-build-isolation .")
     return bool(torch.version.cuda)
 
 
@@ -71,7 +76,10 @@ class CMakeBuild(build_ext):
 
         want = os.environ.get("FUSED_LINEAR_CUDA")
         nvcc = find_nvcc()
-        cuda = torch_has_cuda() and nvcc is not None if want is None else want == "1"
+        if want is None:
+            cuda = torch_has_cuda() and nvcc is not None
+        else:
+            cuda = want == "1"
         if cuda and not nvcc:
             sys.exit("fused_linear: FUSED_LINEAR_CUDA=1 but no nvcc (set CUDA_HOME)")
         print(f"fused_linear: CUDA kernel {'on' if cuda else 'off'} (torch CUDA: "
