@@ -15,7 +15,7 @@
 #     bash scripts/device-torch.sh pip            (pip install --no-build-isolation . into a folder
 #                                                 of its own, then the Python tests and the
 #                                                 evaluation against the installed package, from
-#                                                 outside the source tree; about 6 min)
+#                                                 outside the source tree; each part's time printed)
 #     bash scripts/device-torch.sh all            (build tests eval)
 #
 # .device-torch/ holds: kokkos-cuda/ (the Kokkos + Kokkos Kernels 3.4.01 CUDA prefix of
