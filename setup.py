@@ -15,6 +15,7 @@ or FUSED_LINEAR_KOKKOS_SOURCE / FUSED_LINEAR_KOKKOS_KERNELS_SOURCE. Environment 
   CMAKE_BUILD_PARALLEL_LEVEL         build jobs (default: all cores)
 """
 import os
+import re
 import shlex
 import shutil
 import subprocess
@@ -49,7 +50,8 @@ def installed_kokkos_wrapper():
     for prefix in filter(None, os.environ.get("CMAKE_PREFIX_PATH", "").split(os.pathsep)):
         wrapper = Path(prefix) / "bin" / "nvcc_wrapper"
         for common in Path(prefix).glob("lib*/cmake/Kokkos/KokkosConfigCommon.cmake"):
-            if wrapper.exists() and "CUDA" in common.read_text().split("Kokkos_DEVICES", 1)[-1][:200]:
+            devices = re.search(r"set\(Kokkos_DEVICES\s+([^)]*)\)", common.read_text(), re.I)
+            if wrapper.exists() and devices and "CUDA" in devices.group(1).split(";"):
                 return str(wrapper)
     return None
 

@@ -211,11 +211,9 @@ if(NOT TARGET Kokkos::kokkoskernels)
 endif()
 
 if(FusedLinear_KOKKOS_INTERNAL OR FusedLinear_KOKKOS_KERNELS_INTERNAL)
-  # Static and position-independent (the PyTorch extension links them into its module), no tests.
+  # Static (their default, unless BUILD_SHARED_LIBS says otherwise) and position-independent: the
+  # PyTorch extension links them into its module.
   set(CMAKE_POSITION_INDEPENDENT_CODE ON)
-  if(NOT DEFINED BUILD_SHARED_LIBS)
-    set(BUILD_SHARED_LIBS OFF)
-  endif()
 endif()
 if(FusedLinear_KOKKOS_INTERNAL)
   fused_linear_kokkos_fetch(kokkos Kokkos "${FusedLinear_KOKKOS_SOURCE}"
