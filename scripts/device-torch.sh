@@ -12,6 +12,10 @@
 #                                                 with every execution space; GTEST_FILTER,
 #                                                 SUITE_TARGETS: a subset of them,
 #                                                 SUITE_CMAKE_ARGS: more configure options)
+#     bash scripts/device-torch.sh pip            (pip install --no-build-isolation . into a folder
+#                                                 of its own, then the Python tests and the
+#                                                 evaluation against the installed package, from
+#                                                 outside the source tree; each part's time printed)
 #     bash scripts/device-torch.sh all            (build tests eval)
 #
 # .device-torch/ holds: kokkos-cuda/ (the Kokkos + Kokkos Kernels 3.4.01 CUDA prefix of
@@ -226,6 +230,47 @@ run_eval() {
 
 built() { [ -f "${build}/python/fused_linear/libfused_linear_torch.so" ]; }
 
+# As a PyTorch user installs it: `pip install --no-build-isolation .` (setup.py drives CMake),
+# Kokkos from the carried CUDA prefix, into a folder of its own (--target: the machine's Python
+# is left as it was); then, from outside the source tree, the Python tests and the evaluation
+# against the installed package, and `pip wheel` for the wheel's size.
+run_pip() {
+  local prefix site="${root}/build/device-pip/site" work="${root}/build/device-pip/work" t0=$SECONDS
+  prefix="$(patched_prefix)" || die "cannot prepare the Kokkos prefix (above)"
+  rm -rf "${root}/build/device-pip" && mkdir -p "${site}" "${work}" "${out}/wheel"
+  export CMAKE_PREFIX_PATH="${prefix}" CMAKE_BUILD_PARALLEL_LEVEL="${jobs}" FUSED_LINEAR_INTERNAL_KOKKOS=OFF
+  # As the build step: torch's CMake config, else torch's folders as the Python package has them,
+  # else the operator's file through nvcc (CMAKE_ARGS; setup.py reuses its CMake build folder).
+  local attempt args=""
+  for attempt in "-DFusedLinear_TORCH_DISCOVERY=cmake" "-DFusedLinear_TORCH_DISCOVERY=python" \
+                 "-DFusedLinear_TORCH_DISCOVERY=python -DFusedLinear_TORCH_HOST_ONLY=OFF"; do
+    echo "--- pip install (Kokkos: ${prefix}; CMAKE_ARGS=${attempt})"
+    if CMAKE_ARGS="${attempt}" "${python}" -m pip install -v --no-build-isolation --no-index \
+         --no-deps --target "${site}" "${root}"; then
+      args="${attempt}"
+      break
+    fi
+  done
+  [ -n "${args}" ] || return 1
+  echo "--- pip install took $((SECONDS - t0)) s"
+  CMAKE_ARGS="${args}" "${python}" -m pip wheel --no-build-isolation --no-index --no-deps \
+    -w "${out}/wheel" "${root}" > /dev/null || return 1
+  ls -l "${out}/wheel"
+  pytest_env
+  export PYTHONPATH="${site}${PYTHONPATH:+:${PYTHONPATH}}"
+  cd "${work}" || return 1
+  "${python}" -c 'import fused_linear, sys; print("installed:", fused_linear.__file__, fused_linear.status()); sys.exit(not fused_linear.__file__.startswith(sys.argv[1]))' "${site}" ||
+    return 1
+  local rc=0 t1=$SECONDS
+  "${python}" -m pytest -ra -p no:cacheprovider --junitxml="${out}/pip-pytest.xml" \
+    ${PYTEST_ARGS:-} "${root}/tests/python" || rc=1
+  echo "--- tests took $((SECONDS - t1)) s"
+  t1=$SECONDS
+  "${python}" "${root}/perf/kernelbench_eval.py" --out "${out}/pip-kernelbench" ${EVAL_ARGS:-} || rc=1
+  echo "--- eval took $((SECONDS - t1)) s; pip step $((SECONDS - t0)) s"
+  return "${rc}"
+}
+
 # The C++ suite with every execution space of the prefix (OpenMP, Serial beside CUDA), the
 # reinitialisation test and the example, built here against the carried prefix and GoogleTest.
 run_suite() {
@@ -253,7 +298,7 @@ run_suite() {
 
 export root carry out python jobs build
 export -f die diagnostics patched_prefix configure_and_build pytest_env run_tests run_eval \
-  run_suite
+  run_suite run_pip
 
 [ $# -gt 0 ] || set -- build tests eval
 [ "$1" != all ] || set -- build tests eval
@@ -268,7 +313,8 @@ for s in "$@"; do
       built || TAIL=40 step build configure_and_build
       built && TAIL=80 step eval run_eval ;;
     suite) TAIL=60 step suite run_suite ;;
-    *) die "unknown step '${s}' (prepare, build, tests, eval, suite, all)" ;;
+    pip) TAIL=80 step pip run_pip ;;
+    *) die "unknown step '${s}' (prepare, build, tests, eval, suite, pip, all)" ;;
   esac
 done
 # PACK=1: everything under the output folder in one archive, alone there (a lease brings back
