@@ -24,17 +24,14 @@ from pathlib import Path
 
 from . import data
 from .host_model import fit
-from .judge import FLOORS, percentile
+from .judge import FLOORS, explicit_paths, percentile
 
 
 def measured(rows):
     """{shape: {(path, precision): least median}} of the explicit paths of the rows."""
     out = {}
-    for r in rows:
-        if r["source"] == "ours" and r["path"] != "auto":
-            t = out.setdefault(r["shape"], {})
-            key = (r["ran"], r["precision_ran"])
-            t[key] = min(t.get(key, math.inf), r["median_ms"])
+    for (shape, path, precision), ms in explicit_paths(rows).items():
+        out.setdefault(shape, {})[(path, precision)] = ms
     return out
 
 
@@ -56,14 +53,18 @@ def terms(tool, facts, shapes):
     return out
 
 
+def timed(ds, run_ids, tool, facts):
+    """(times, terms) of runs of the dataset: measured() and the library's terms at `facts`."""
+    times = measured([r for run_id in run_ids for r in ds.rows(run_id)])
+    if not times:
+        raise data.DataError(f"runs {', '.join(run_ids)}: no explicit GPU paths timed")
+    return times, terms(tool, facts, sorted(times))
+
+
 def fit_runs(ds, run_ids, tool, facts, models):
     """(coefficients {(path, precision): [c]}, times, terms) fitted on runs of the dataset, for
     the models [(path, precision)]."""
-    rows = [r for run_id in run_ids for r in ds.rows(run_id)]
-    times = measured(rows)
-    if not times:
-        raise data.DataError(f"runs {', '.join(run_ids)}: no explicit GPU paths timed")
-    x = terms(tool, facts, sorted(times))
+    times, x = timed(ds, run_ids, tool, facts)
     coefficients = {}
     for model in models:
         samples = [(x[(s,) + model], t[model]) for s, t in sorted(times.items())
@@ -78,35 +79,36 @@ def predicted(c, x):
     return sum(a * b for a, b in zip(c, x))
 
 
+def cases(coefficients, times, x):
+    """(shape, floor, {path: (measured ms, predicted ms)}) per shape and floor (strict, 3xtf32),
+    over the paths timed there that meet the floor and have a model."""
+    for s, t in sorted(times.items()):
+        for floor in ("strict", "3xtf32"):
+            here = {k: (ms, predicted(coefficients[k], x[(s,) + k])) for k, ms in t.items()
+                    if k[1] in FLOORS[floor] and k in coefficients and (s,) + k in x}
+            if here:
+                yield s, floor, here
+
+
 def choices(coefficients, times, x):
     """[(gap %, shape, floor, chosen, best)]: the model's pick against the best timed path
     meeting each floor, over the paths timed at that shape."""
     out = []
-    for s, t in sorted(times.items()):
-        for floor in ("strict", "3xtf32"):
-            here = {k: ms for k, ms in t.items() if k[1] in FLOORS[floor] and k in coefficients
-                    and (s,) + k in x}
-            if not here:
-                continue
-            pick = min(here, key=lambda k: predicted(coefficients[k], x[(s,) + k]))
-            best = min(here, key=here.get)
-            out.append((100 * (here[pick] / here[best] - 1), s, floor, pick, best))
+    for s, floor, here in cases(coefficients, times, x):
+        pick = min(here, key=lambda k: here[k][1])
+        best = min(here, key=lambda k: here[k][0])
+        out.append((100 * (here[pick][0] / here[best][0] - 1), s, floor, pick, best))
     return out
 
 
 def best_ratios(coefficients, times, x):
-    """The best path's prediction over the least prediction, per case as choices() has them."""
+    """The best path's prediction over the least prediction, per case."""
     ratios = []
-    for s, t in times.items():
-        for floor in ("strict", "3xtf32"):
-            here = {k: ms for k, ms in t.items() if k[1] in FLOORS[floor] and k in coefficients
-                    and (s,) + k in x}
-            if not here:
-                continue
-            best = min(here, key=here.get)
-            least = min(predicted(coefficients[k], x[(s,) + k]) for k in here)
-            if least > 0:
-                ratios.append(predicted(coefficients[best], x[(s,) + best]) / least)
+    for _, _, here in cases(coefficients, times, x):
+        best = min(here, key=lambda k: here[k][0])
+        least = min(p for _, p in here.values())
+        if least > 0:
+            ratios.append(here[best][1] / least)
     return ratios
 
 
@@ -116,15 +118,6 @@ def measure_within(coefficients, times, x, share=99, slack=1.1):
     within it."""
     ratios = best_ratios(coefficients, times, x)
     return math.ceil(round(100 * percentile(ratios, share) * slack, 6)) / 100
-
-
-def held_out(ds, run_ids, tool, facts, coefficients):
-    """(times, terms) of other runs, for the coefficients fitted elsewhere: report_lines then
-    gives the model's error per path and its choices there."""
-    times = measured([r for run_id in run_ids for r in ds.rows(run_id)])
-    if not times:
-        raise data.DataError(f"runs {', '.join(run_ids)}: no explicit GPU paths timed")
-    return times, terms(tool, facts, sorted(times))
 
 
 def report_lines(coefficients, times, x, margin, worst=8):
@@ -183,7 +176,7 @@ def main(argv=None):
             for key in ("multiprocessors", "fp32_gflops", "memory_gbps"):
                 if getattr(args, key) is not None:
                     facts[key] = getattr(args, key)
-            times, x = held_out(ds, args.held_out, args.replay_tool, facts, c)
+            times, x = timed(ds, args.held_out, args.replay_tool, facts)
     except data.DataError as e:
         print(f"tuning.gpu_model: {e}", file=sys.stderr)
         return 1
