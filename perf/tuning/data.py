@@ -22,6 +22,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+from . import names
+
 DATA = Path(__file__).resolve().parent.parent / "data"
 
 RUN_COLUMNS = ["M", "K", "N", "precision", "planning", "path", "source", "ran",
@@ -50,11 +52,11 @@ def shape_name(row):
 
 
 def parse_shape(text):
+    """(M, K, N) of a shape MxKxN; a DataError otherwise."""
     try:
-        M, K, N = (int(v) for v in text.split("x"))
-    except ValueError:
-        raise DataError(f"'{text}' is not a shape MxKxN") from None
-    return M, K, N
+        return names.parse_shape(text)
+    except ValueError as e:
+        raise DataError(str(e)) from None
 
 
 def fmt(value):

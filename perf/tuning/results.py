@@ -12,9 +12,8 @@ import difflib
 import sys
 from pathlib import Path
 
-from perf_common import REFERENCE_PEER  # beside tuning/, on PYTHONPATH
-
 from . import data, judge
+from .names import REFERENCE_PEER
 
 RESULTS_MD = data.DATA.parent / "RESULTS.md"
 # The reference shape (KernelBench's seed problem) and KernelBench's earlier problem.
