@@ -12,9 +12,7 @@ def test_records_skip_comments_and_blank_lines():
 
 
 def test_terms_through_the_tool(fake_tool):
-    host = replay_tool.terms(
-        fake_tool, replay_tool.host_options("generic", 2), ["2x1000x1000"], 2
-    )
+    host = replay_tool.terms(fake_tool, replay_tool.host_options("generic", 2), ["2x1000x1000"], 2)
     assert host[("2x1000x1000", "fused")] == pytest.approx([1.0, 2.0, 2.0])
     facts = dict(multiprocessors=132, fp32_gflops=60000, memory_gbps=50)
     gpu = replay_tool.terms(fake_tool, replay_tool.rate_options(facts), ["2x1000x1000"], 3)
