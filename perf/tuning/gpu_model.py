@@ -22,7 +22,7 @@ import sys
 from pathlib import Path
 
 from . import data, replay_tool, spec
-from .judge import FLOORS, explicit_paths
+from .data import FLOORS, explicit_paths
 from .stats import fit, percentile, predicted
 
 

@@ -21,27 +21,15 @@ median, 95th percentile, worst, share within 10% and 25%) of
 """
 import argparse
 import json
-import math
 import sys
 from pathlib import Path
 
 from . import data, replay_tool
+from .data import FLOORS, explicit_paths
 from .stats import percentile
 
-FLOORS = {"strict": {"strict"}, "3xtf32": {"strict", "3xtf32"},
-          "tf32": {"strict", "3xtf32", "tf32"}}
 RULES = ("estimate", "measure", "m-choice", "replay")
 SETS = ("fit", "held-out", "unlisted")
-
-
-def explicit_paths(rows):
-    """{(shape, ran, precision ran): least median} of our explicit paths."""
-    paths = {}
-    for r in rows:
-        if r["source"] == "ours" and r["path"] != "auto":
-            key = (r["shape"], r["ran"], r["precision_ran"])
-            paths[key] = min(paths.get(key, math.inf), r["median_ms"])
-    return paths
 
 
 def replay(tool, shapes, host_threads=None, host_blas="generic", rates=()):
