@@ -1,14 +1,16 @@
 #!/usr/bin/env python3
 # SPDX-License-Identifier: Apache-2.0
-"""FusedLinear against PyTorch, shape by shape: one table, a summary, CSV, JSON, metadata and a
-roofline plot.
+"""FusedLinear against PyTorch, shape by shape: runs both on one device in one job and writes the
+run in the dataset's schema (perf/data/), with its table, summary, metadata and roofline plot.
 
 Runs the perf program (fused_linear_perf --json) once per shape and precision and the PyTorch
-peers script (torch_peers.py, beside this file) once with all shapes, on the same device in the
-same job, then puts every path of ours and every peer in one table with its speed relative to
-the reference model (PyTorch eager fp32) of the same shape, and checks auto's choices (auto
-against the best of our paths, 3xtf32 against strict, auto against the reference). Python
-standard library only; the plot needs matplotlib and is skipped without it.
+peers script (torch_peers.py, beside this file) once with all shapes, then writes their rows in
+the schema of perf/data/ (run.csv; tuning.data reads the raw JSON) and prints the tables of
+tuning.report: every row with its speed relative to the reference model (PyTorch eager fp32) of
+the same shape, and per shape, floor and planning auto against the best path meeting the floor
+(tuning.judge's "auto vs best", as in perf/RESULTS.md), 3xtf32 against strict auto, auto against
+the reference. Python standard library only; the plot needs matplotlib and is skipped without
+it.
 
     python3 perf/compare.py --sweep                     # GPU: the gpu sweep
     python3 perf/compare.py 1024x8192x8192 16x8192x8192 --perf-args "--reps 50"
@@ -21,9 +23,9 @@ as estimated plus auto measured, in the same rounds of one perf-program run, and
 has a row for each (auto's planning in the `planning` column, plan-making time in `plan_ms`).
 
 The raw outputs stay in --out beside the results: ours_<shape>[_<precision>].json,
-peers.json and peers-meta.json; the results are compare.csv, compare-summary.csv,
-compare.json, compare-meta.json, compare.png and run.csv, the run in the schema of perf/data/
-(`PYTHONPATH=perf python3 -m tuning.data add OUT --run-id ID --machine NAME` adds it there).
+peers.json and peers-meta.json; the results are run.csv (the run in the schema of perf/data/:
+`PYTHONPATH=perf python3 -m tuning.data add OUT --run-id ID --machine NAME` adds it there),
+compare-summary.csv, compare.json (the summary), compare-meta.json and compare.png.
 """
 import argparse
 import csv
@@ -37,8 +39,9 @@ import subprocess
 import sys
 from pathlib import Path
 
-from perf_common import BLAS_THREAD_VARIABLES, REFERENCE_PEER, parse_shape, shape_arg
-from tuning import data  # the dataset's schema (perf/tuning/, beside this file)
+# perf/tuning/, beside this file (and in the device bundle): the dataset's schema, the tables.
+from tuning import data, report
+from tuning.names import BLAS_THREAD_VARIABLES, parse_shape, shape_arg
 
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parent
@@ -88,42 +91,9 @@ HOST_PERF_ARGS = ["--reps", "10", "--warmup", "2"]
 # a typical VM's share of memory bandwidth; pass the real values with the flags.
 PLOT_DEFAULTS = {"cuda": (67.0, 4.3), "cpu": (0.3, 0.02)}
 
-SCALAR_BYTES = 4  # fp32: what the perf program and the fp32 peers measure
-COLUMNS = ["shape", "source", "path", "median_ms", "min_ms", "tflops", "vs_reference",
-           "rel_err", "max_abs_err", "gemm", "unwritten", "note",
-           "precision", "algorithm", "ran", "planning", "plan_ms", "flags"]
-SUMMARY_COLUMNS = ["shape", "precision", "planning", "auto_plan_ms", "auto_ran", "auto_ms",
-                   "best_path", "best_ms",
-                   "auto_vs_best_pct", "reference_ms", "auto_vs_reference", "strict_auto_ms",
-                   "vs_strict_auto", "flags"]
-AUTO_SLACK = 0.05  # auto may be this much slower than the best path before it is flagged
-
 
 def log(message):
     print(f"[compare] {message}", flush=True)
-
-
-def intensity(shape):
-    """FLOP per byte of the minimum traffic: read X, W, b once, write Y once."""
-    M, K, N = parse_shape(shape)
-    return 2.0 * M * N * K / (SCALAR_BYTES * (M * K + N * K + N + M * N))
-
-
-PATH_NAME = re.compile(r"^FusedLinear (?P<algorithm>\S+)(?: -> (?P<ran>\S+))?"
-                       r"(?: (?P<precision>tf32|3xtf32))?(?: \[.*\])?$")
-
-
-def describe_path(row):
-    """Fills precision, algorithm and ran of one of our rows from its name where they are
-    missing (CSV files written before those columns existed)."""
-    if row.get("source") != "FusedLinear":
-        return row
-    m = PATH_NAME.match(row.get("path", ""))
-    if m:
-        row["algorithm"] = row.get("algorithm") or m["algorithm"]
-        row["ran"] = row.get("ran") or m["ran"] or m["algorithm"]
-        row["precision"] = row.get("precision") or m["precision"] or "strict"
-    return row
 
 
 # ------------------------------------------------------------------------- running and loading
@@ -207,42 +177,27 @@ def run_peers(args, shapes, out_dir):
     return execute(cmd, args.env)
 
 
+def with_shape(rows):
+    """The rows that ran, each with its shape's name, as tuning.data's reader gives them."""
+    return [dict(r, shape=data.shape_name(r)) for r in rows if r]
+
+
 def load_ours(path):
-    """Rows of one perf-program JSON file (one per algorithm requested), its config and its
-    rows in the dataset's schema (tuning.data reads the file)."""
-    rows = []
+    """The perf program's config and its rows in the dataset's schema (tuning.data reads the
+    file); a path that ran otherwise than asked says why in its note, logged here."""
     config, results = data.parse_perf_json(path)
-    precision = config["precision"]
     for r in results:
-        requested = r.get("algorithm_requested", "?")
-        ran = r["algorithm_ran"]
-        planning = r["planning"]
-        name = f"FusedLinear {requested}" + (":measure" if planning == "measure" else "")
-        if ran != requested:
-            name += f" -> {ran}"
-        if precision != "strict":
-            name += f" {precision}"
-        gemm = r.get("gemm", "")
-        gflops = r.get("gflops")
-        note = r.get("note") or r.get("error") or ""
-        rows.append(dict(shape=r["shape"], source="FusedLinear",
-                         path=f"{name} [{gemm}]" if gemm else name,
-                         median_ms=r.get("median_ms"), min_ms=r.get("min_ms"),
-                         tflops=None if gflops is None else gflops / 1e3,
-                         rel_err=r.get("rel_err"), max_abs_err=r.get("max_abs_err"), gemm=gemm,
-                         unwritten=r.get("unwritten"), note=note, precision=precision,
-                         algorithm=requested, ran=ran, planning=planning,
-                         plan_ms=r.get("plan_ms")))
-    dataset = [d for d in (data.ours_row(config, r) for r in results) if d]
-    return rows, config, dataset
+        note = r.get("note") or r.get("error")
+        if note:
+            log(f"note: {r['shape']} {r.get('algorithm_requested', '?')}: {note}")
+    return config, with_shape(data.ours_row(config, r) for r in results)
 
 
-def load_peers(path):
-    """Rows of torch_peers.py's JSON (a list; bare products have no errors)."""
-    return [dict(shape=r["shape"], source="torch", path=r["peer"], median_ms=r["median_ms"],
-                 min_ms=r["min_ms"], tflops=r["tflops"], rel_err=r["rel_err"],
-                 max_abs_err=r["max_abs_err"])
-            for r in json.loads(path.read_text())]
+def load_peers(path, shapes):
+    """The rows of torch_peers.py's JSON of the shapes asked, in the dataset's schema."""
+    wanted = set(shapes)
+    rows = with_shape(data.peer_row(r) for r in json.loads(path.read_text()))
+    return [r for r in rows if r["shape"] in wanted]
 
 
 def precisions(args):
@@ -250,9 +205,9 @@ def precisions(args):
 
 
 def collect(args, shapes, out_dir):
-    """Runs (unless --no-run) and loads everything; returns (rows, perf configs, problems,
-    the run's rows in the dataset's schema)."""
-    rows, configs, problems, dataset = [], [], [], []
+    """Runs (unless --no-run) and loads everything; returns (the run's rows in the dataset's
+    schema, perf configs, problems)."""
+    rows, configs, problems = [], [], []
     for i, shape in enumerate(shapes, 1):
         for precision in precisions(args):
             path = ours_json(out_dir, shape, precision)
@@ -267,14 +222,13 @@ def collect(args, shapes, out_dir):
                 elif rc != 0:
                     problems.append(f"{shape}: the perf program ({precision}) exited with {rc}")
             if path.exists():
-                loaded, config, schema_rows = load_ours(path)
+                config, loaded = load_ours(path)
                 rows += loaded
                 configs.append(config)
-                dataset += schema_rows
             else:
                 problems.append(f"{shape}: no {path}")
     if args.peers is None:
-        return rows, configs, problems, dataset
+        return rows, configs, problems
     path = out_dir / "peers.json"
     if not args.no_run:
         log(f"PyTorch peers, all shapes at once: {args.peers}")
@@ -284,150 +238,10 @@ def collect(args, shapes, out_dir):
         if rc != 0:
             problems.append(f"the peers script exited with {rc}")
     if path.exists():
-        wanted = set(shapes)
-        peers = [r for r in load_peers(path) if r["shape"] in wanted]
-        rows += peers
-        dataset += [d for d in (data.peer_row(dict(r, peer=r["path"])) for r in peers) if d]
+        rows += load_peers(path, shapes)
     else:
         problems.append(f"no {path}")
-    return rows, configs, problems, dataset
-
-
-# ------------------------------------------------------------------------- results
-
-def arrange(rows, shapes):
-    """Groups rows by shape in the order asked (ours first, as loaded) and adds vs_reference:
-    the reference model's median over the row's (> 1: faster than PyTorch eager fp32)."""
-    out = []
-    for shape in shapes:
-        group = [describe_path(r) for r in rows if r["shape"] == shape]
-        ref = next((r["median_ms"] for r in group if r["path"] == REFERENCE_PEER), None)
-        for r in group:
-            r["vs_reference"] = ref / r["median_ms"] if ref and r["median_ms"] else None
-        out += group
-    return out
-
-
-def summarize(rows, shapes):
-    """Per shape and precision with an auto row: auto against the fastest other path of ours
-    in that precision, against the reference, and (3xtf32, tf32) against strict auto. Flags:
-    auto more than AUTO_SLACK behind the best path, 3xtf32 auto slower than strict auto (unless
-    it ran strict auto's kernel, the floor), auto slower than the reference. Adds each flag to its auto row's `flags` too."""
-    out = []
-    for shape in shapes:
-        group = [r for r in rows if r["shape"] == shape]
-        ref = next((r["median_ms"] for r in group if r["path"] == REFERENCE_PEER), None)
-        ours = [r for r in group if r.get("source") == "FusedLinear" and r.get("median_ms")]
-        autos = {(r["precision"], r.get("planning") or "estimate"): r
-                 for r in ours if r.get("algorithm") == "auto"}
-        for precision, planning in [(p, q) for p in ("strict", "tf32", "3xtf32")
-                                    for q in ("estimate", "measure")]:
-            auto = autos.get((precision, planning))
-            if auto is None:
-                continue
-            # Auto of either planning is no "other path": the best other is an explicit one.
-            others = [r for r in ours if r["precision"] == precision and r.get("algorithm") != "auto"]
-            best = min(others, key=lambda r: r["median_ms"], default=None)
-            s = dict(shape=shape, precision=precision, planning=planning,
-                     auto_plan_ms=auto.get("plan_ms"), auto_ran=auto.get("ran"),
-                     auto_ms=auto["median_ms"], best_path=None, best_ms=None,
-                     auto_vs_best_pct=None, reference_ms=ref, auto_vs_reference=None,
-                     strict_auto_ms=None, vs_strict_auto=None, flags="")
-            flags = []
-            if best is not None:
-                s["best_path"] = best["algorithm"] + (f" -> {best['ran']}" if best["ran"] != best["algorithm"] else "")
-                s["best_ms"] = best["median_ms"]
-                s["auto_vs_best_pct"] = 100.0 * (auto["median_ms"] / best["median_ms"] - 1.0)
-                if auto["median_ms"] > (1.0 + AUTO_SLACK) * best["median_ms"]:
-                    flags.append(f"auto {s['auto_vs_best_pct']:.1f}% behind {s['best_path']}")
-            if ref:
-                s["auto_vs_reference"] = ref / auto["median_ms"]
-                if auto["median_ms"] > ref:
-                    flags.append("auto slower than the eager reference")
-            strict = autos.get(("strict", planning))
-            if precision != "strict" and strict is not None:
-                s["strict_auto_ms"] = strict["median_ms"]
-                s["vs_strict_auto"] = strict["median_ms"] / auto["median_ms"]
-                # Under the floor both ran one strict kernel: a difference is the two runs'
-                # context (their other paths, what they left in L2), not the choice.
-                floor = (auto.get("ran") == strict.get("ran")
-                         and "a floor: strict fp32" in (auto.get("note") or ""))
-                if precision == "3xtf32" and auto["median_ms"] > strict["median_ms"] and not floor:
-                    flags.append("3xtf32 auto slower than strict auto")
-            s["flags"] = "; ".join(flags)
-            auto["flags"] = s["flags"]
-            out.append(s)
-    return out
-
-
-def fmt(value, spec):
-    return "-" if value is None or value == "" else format(value, spec)
-
-
-def pct(value):
-    """A signed percentage, "+0.0%" rather than "-0.0%"."""
-    if value is None:
-        return "-"
-    text = format(value, "+.1f")
-    return ("+0.0" if text == "-0.0" else text) + "%"
-
-
-def text_table(head, body, left):
-    """Columns sized to their content; `left`: indices of text columns (numbers align right).
-    A blank line wherever the first column changes."""
-    widths = [max(len(line[c]) for line in [head] + body) for c in range(len(head))]
-
-    def line(cells):
-        return "  ".join(c.ljust(w) if i in left else c.rjust(w)
-                         for i, (c, w) in enumerate(zip(cells, widths))).rstrip()
-    lines = [line(head), line(["-" * w for w in widths])]
-    previous = None
-    for cells in body:
-        if previous is not None and cells[0] != previous:
-            lines.append("")
-        previous = cells[0]
-        lines.append(line(cells))
-    return "\n".join(lines)
-
-
-def table(rows):
-    """The human table of every row."""
-    head = ["shape", "path", "median ms", "TFLOP/s", "vs ref", "rel err", "max abs err"]
-    body = [[r["shape"], r["path"], fmt(r["median_ms"], ".4f"), fmt(r["tflops"], ".3g"),
-             fmt(r["vs_reference"], ".2f") + ("x" if r["vs_reference"] else ""),
-             fmt(r["rel_err"], ".2e"), fmt(r["max_abs_err"], ".2e")] for r in rows]
-    return text_table(head, body, {0, 1})
-
-
-def summary_table(summary):
-    head = ["shape", "precision", "planning", "plan ms", "auto ->", "auto ms", "best other path",
-            "best ms", "auto vs best", "vs ref", "vs strict auto", "flags"]
-    body = [[s["shape"], s["precision"], s.get("planning") or "estimate",
-             fmt(s.get("auto_plan_ms"), ".2f"), s["auto_ran"] or "-", fmt(s["auto_ms"], ".4f"),
-             s["best_path"] or "-", fmt(s["best_ms"], ".4f"),
-             pct(s["auto_vs_best_pct"]),
-             fmt(s["auto_vs_reference"], ".2f") + ("x" if s["auto_vs_reference"] else ""),
-             fmt(s["vs_strict_auto"], ".2f") + ("x" if s["vs_strict_auto"] else ""),
-             s["flags"]] for s in summary]
-    return text_table(head, body, {0, 1, 2, 4, 6, 11})
-
-
-def summary_lines(summary):
-    """One sentence per precision: how close auto is to the best path, and what is flagged."""
-    lines = []
-    for precision in ("strict", "tf32", "3xtf32"):
-        for planning in ("estimate", "measure"):
-            group = [s for s in summary if s["precision"] == precision
-                     and (s.get("planning") or "estimate") == planning]
-            gaps = [s["auto_vs_best_pct"] for s in group if s["auto_vs_best_pct"] is not None]
-            if not group:
-                continue
-            flagged = sum(1 for s in group if s["flags"])
-            worst = (f"auto within {max(0.0, max(gaps)):.1f}% of the best path" if gaps
-                     else "no other path")
-            label = precision if planning == "estimate" else f"{precision} (measured)"
-            lines.append(f"{label}: {worst} on {len(group)} shape(s); {flagged} flagged")
-    return lines
+    return rows, configs, problems
 
 
 def write_csv(rows, path, columns):
@@ -437,11 +251,11 @@ def write_csv(rows, path, columns):
         writer.writerows(rows)
 
 
-def write_json(rows, summary, path, args):
+def write_json(summary, path, args):
     meta = dict(multiplier=args.mult, slope=args.slope, device=args.device,
                 peak_tflops=args.peak_tflops, bandwidth_tbs=args.bandwidth_tbs,
-                reference_peer=REFERENCE_PEER, auto_slack=AUTO_SLACK)
-    path.write_text(json.dumps(dict(config=meta, rows=rows, summary=summary), indent=1) + "\n")
+                reference_peer=report.REFERENCE_PEER, auto_slack=report.AUTO_SLACK)
+    path.write_text(json.dumps(dict(config=meta, summary=summary), indent=1) + "\n")
 
 
 # ------------------------------------------------------------------------- metadata
@@ -534,51 +348,6 @@ def metadata(args, shapes, configs, problems, summary):
         flagged=sum(1 for s in summary if s["flags"]),
         problems=problems,
     )
-
-
-# ------------------------------------------------------------------------- plot
-
-def plot(rows, shapes, path, peak_tflops, bandwidth_tbs, rough):
-    """TFLOP/s of every path per shape, shapes ordered by arithmetic intensity; the fp32 peak as
-    a line and each shape's roofline bound min(peak, bandwidth x intensity) as a marker."""
-    try:
-        import matplotlib
-        matplotlib.use("Agg")  # no display on the GPU machines
-        import matplotlib.pyplot as plt
-    except ImportError:
-        log("matplotlib is not installed: no plot (re-run with --no-run where it is)")
-        return False
-    order = sorted(shapes, key=intensity)
-    x = {shape: i for i, shape in enumerate(order)}
-    fig, ax = plt.subplots(figsize=(max(8, 1.4 * len(order) + 4), 6))
-    series = {}
-    for r in rows:
-        if r["tflops"] is not None:
-            series.setdefault(r["path"], []).append((x[r["shape"]], r["tflops"]))
-    markers = "os^vD<>pPhX*"
-    for i, (name, points) in enumerate(series.items()):
-        points.sort()
-        ax.plot([p[0] for p in points], [p[1] for p in points], marker=markers[i % len(markers)],
-                linestyle="-" if name.startswith("FusedLinear") else ":", linewidth=1, label=name)
-    note = " (rough)" if rough else ""
-    ax.axhline(peak_tflops, color="black", linestyle="--", linewidth=1,
-               label=f"fp32 peak {peak_tflops:g} TFLOP/s{note}")
-    ax.scatter(range(len(order)),
-               [min(peak_tflops, bandwidth_tbs * intensity(s)) for s in order],
-               marker="_", s=600, linewidths=2.5, color="black", zorder=3,
-               label=f"roofline: min(peak, {bandwidth_tbs:g} TB/s x intensity){note}")
-    ax.set_xticks(range(len(order)))
-    ax.set_xticklabels([f"{s}\n{intensity(s):.3g} FLOP/B" for s in order], fontsize=8)
-    ax.set_yscale("log")
-    ax.set_xlabel("shape MxKxN and arithmetic intensity (fp32, minimum traffic)")
-    ax.set_ylabel("TFLOP/s (2MNK / median time)")
-    ax.set_title("Y = LeakyReLU(multiplier * (X W^T + b), slope)")
-    ax.grid(True, which="both", axis="y", alpha=0.3)
-    ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1))
-    fig.tight_layout()
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
-    return True
 
 
 # ------------------------------------------------------------------------- main
@@ -691,29 +460,24 @@ def main(argv=None):
     shapes = args.shape_list
     args.out.mkdir(parents=True, exist_ok=True)
 
-    rows, configs, problems, dataset = collect(args, shapes, args.out)
-    rows = arrange(rows, shapes)
-    summary = summarize(rows, shapes)
+    rows, configs, problems = collect(args, shapes, args.out)
+    summary = report.summarize(rows, shapes)
     print(flush=True)
-    print(table(rows), flush=True)
-    for r in rows:
-        if r.get("note"):  # a path that ran otherwise than asked says why
-            log(f"note: {r['shape']} {r['path']}: {r['note']}")
+    print(report.table(rows, shapes), flush=True)
     print(flush=True)
     if summary:
-        print(f"auto against the best of our other paths (flagged: more than {AUTO_SLACK:.0%} "
-              "behind it, slower than the eager reference, or 3xtf32 slower than strict auto):",
-              flush=True)
-        print(summary_table(summary), flush=True)
-        for line in summary_lines(summary):
+        print(f"auto against the best path meeting the floor (flagged: more than "
+              f"{report.AUTO_SLACK:.0%} behind it, slower than the eager reference, or 3xtf32 "
+              "slower than strict auto):", flush=True)
+        print(report.summary_table(summary), flush=True)
+        for line in report.summary_lines(summary):
             log(line)
     else:
         log("no auto rows: no summary")
 
-    write_csv(rows, args.out / "compare.csv", COLUMNS)
-    write_csv(summary, args.out / "compare-summary.csv", SUMMARY_COLUMNS)
-    write_json(rows, summary, args.out / "compare.json", args)
-    data.write_run(args.out / "run.csv", dataset)
+    data.write_run(args.out / "run.csv", rows)
+    write_csv(summary, args.out / "compare-summary.csv", report.SUMMARY_COLUMNS)
+    write_json(summary, args.out / "compare.json", args)
     meta_path = args.out / "compare-meta.json"
     if args.no_run and meta_path.exists():
         # Re-tabulating: the run's own metadata stays (date, machine, command); what changed is
@@ -725,11 +489,12 @@ def main(argv=None):
     else:
         meta = metadata(args, shapes, configs, problems, summary)
     meta_path.write_text(json.dumps(meta, indent=1) + "\n")
-    written = ["compare.csv", "compare-summary.csv", "compare.json", "compare-meta.json",
-               "run.csv"]
-    if plot(rows, shapes, args.out / "compare.png", args.peak_tflops, args.bandwidth_tbs,
-            args.rough_roofline):
+    written = ["run.csv", "compare-summary.csv", "compare.json", "compare-meta.json"]
+    if report.plot(rows, shapes, args.out / "compare.png", args.peak_tflops, args.bandwidth_tbs,
+                   args.rough_roofline):
         written.append("compare.png")
+    else:
+        log("matplotlib is not installed: no plot (re-run with --no-run where it is)")
     log(f"wrote {', '.join(str(args.out / w) for w in written)}")
     for problem in problems:
         log(f"problem: {problem}")

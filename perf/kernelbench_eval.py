@@ -55,7 +55,7 @@ import torch
 import torch.nn.functional as F
 
 from compare import SWEEPS  # the host sweep's shapes, beside this file
-from perf_common import parse_shape
+from tuning.names import dims_arg
 
 try:
     import fused_linear
@@ -281,7 +281,7 @@ def main():
                     help="interleaved timing rounds (1: each model's calls in one block, "
                          "KernelBench's order)")
     ap.add_argument("--no-compile", action="store_true", help="leave out torch.compile(Model)")
-    ap.add_argument("--overhead-shape", type=parse_shape, default=(128, 1024, 512))
+    ap.add_argument("--overhead-shape", type=dims_arg, default=(128, 1024, 512))
     ap.add_argument("--overhead-precisions", default="strict")
     ap.add_argument("--overhead-rounds", type=int, default=5)
     ap.add_argument("--overhead-iters", type=int, default=500)

@@ -44,7 +44,8 @@ import re
 import sys
 import time
 
-from perf_common import BLAS_THREAD_VARIABLES, REFERENCE_PEER, parse_shape, shape_arg
+# perf/tuning/, beside this file (and in the device bundle): standard library only.
+from tuning.names import BLAS_THREAD_VARIABLES, REFERENCE_PEER, parse_shape, shape_arg
 
 COMPILE_MODES = {"default": ["default"], "max": ["max-autotune-no-cudagraphs"],
                  "all": ["default", "max-autotune-no-cudagraphs"], "none": []}

@@ -18,9 +18,12 @@ import argparse
 import csv
 import io
 import json
+import math
 import subprocess
 import sys
 from pathlib import Path
+
+from . import names
 
 DATA = Path(__file__).resolve().parent.parent / "data"
 
@@ -33,6 +36,10 @@ KERNELBENCH_COLUMNS = ["run_id", "problem", "M", "K", "N", "impl", "precision", 
                        "correct", "mean_ms", "std_ms", "min_ms", "max_ms"]
 
 PRECISIONS = ("strict", "tf32", "3xtf32")
+# The precisions that meet each floor (the precision asked): strict meets every floor, 3xtf32
+# meets tf32's. The best path of a floor is the fastest explicit path in one of them.
+FLOORS = {"strict": {"strict"}, "3xtf32": {"strict", "3xtf32"},
+          "tf32": {"strict", "3xtf32", "tf32"}}
 PLANNINGS = ("estimate", "measure")
 SOURCES = ("ours", "peer")
 PURPOSES = ("sweep", "grid", "fit", "held-out", "before", "after", "kernelbench")
@@ -50,11 +57,11 @@ def shape_name(row):
 
 
 def parse_shape(text):
+    """(M, K, N) of a shape MxKxN; a DataError otherwise."""
     try:
-        M, K, N = (int(v) for v in text.split("x"))
-    except ValueError:
-        raise DataError(f"'{text}' is not a shape MxKxN") from None
-    return M, K, N
+        return names.parse_shape(text)
+    except ValueError as e:
+        raise DataError(str(e)) from None
 
 
 def fmt(value):
@@ -233,6 +240,16 @@ class Dataset:
         self.runs[run_id] = dict(entry, run_id=run_id)
         self._rows.pop(run_id, None)
         write_table(self.root / "runs.csv", RUNS_COLUMNS, self.runs.values())
+
+
+def explicit_paths(rows):
+    """{(shape, ran, precision ran): least median} of our explicit paths among rows of runs."""
+    paths = {}
+    for r in rows:
+        if r["source"] == "ours" and r["path"] != "auto":
+            key = (r["shape"], r["ran"], r["precision_ran"])
+            paths[key] = min(paths.get(key, math.inf), r["median_ms"])
+    return paths
 
 
 def write_table(path, columns, rows):

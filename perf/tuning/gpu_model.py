@@ -4,7 +4,7 @@
 For every shape and path (with its precision) the runs timed, the library's own terms
 (Impl::gpu_terms, printed by `fused_linear_replay_rule --terms` with the rates of the device
 the runs were made on) are fitted to the measured medians: per path and precision,
-non-negative coefficients minimising the relative squared error (tuning.host_model.fit).
+non-negative coefficients minimising the relative squared error (tuning.stats.fit).
 tuning.rules writes them (4 significant digits) into GpuRule.hpp; this prints them with each
 path's model error and how far the path the model picks is behind the best one meeting each
 floor on the fitted runs. The held-out check is tuning.judge --replay-tool on runs the model
@@ -18,13 +18,12 @@ was not fitted on.
 """
 import argparse
 import math
-import subprocess
 import sys
 from pathlib import Path
 
-from . import data
-from .host_model import fit
-from .judge import FLOORS, explicit_paths, percentile
+from . import data, replay_tool, spec
+from .data import FLOORS, explicit_paths
+from .stats import fit, percentile, predicted
 
 
 def measured(rows):
@@ -35,22 +34,9 @@ def measured(rows):
     return out
 
 
-def rate_args(facts):
-    return ["--multiprocessors", str(facts["multiprocessors"]),
-            "--fp32-gflops", str(facts["fp32_gflops"]), "--memory-gbps", str(facts["memory_gbps"])]
-
-
 def terms(tool, facts, shapes):
     """{(shape, path, precision): [terms]} from the library (fused_linear_replay_rule --terms)."""
-    text = subprocess.run([str(tool), "--terms"] + rate_args(facts),
-                          input="\n".join(shapes) + "\n", capture_output=True, text=True,
-                          check=True).stdout
-    out = {}
-    for line in text.splitlines():
-        if line and not line.startswith("#"):
-            shape, path, precision, *values = line.split()
-            out[(shape, path, precision)] = [float(v) for v in values]
-    return out
+    return replay_tool.terms(tool, replay_tool.rate_options(facts), shapes, 3)
 
 
 def timed(ds, run_ids, tool, facts):
@@ -73,10 +59,6 @@ def fit_runs(ds, run_ids, tool, facts, models):
             raise data.DataError(f"runs {', '.join(run_ids)}: {'/'.join(model)} never timed")
         coefficients[model] = fit(samples)
     return coefficients, times, x
-
-
-def predicted(c, x):
-    return sum(a * b for a, b in zip(c, x))
 
 
 def cases(coefficients, times, x):
@@ -151,7 +133,6 @@ def models_of(spec):
 
 
 def main(argv=None):
-    from . import rules
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("runs", nargs="*", help="run ids (default: the fit runs of rules/gpu.json)")
     p.add_argument("--replay-tool", type=Path, required=True,
@@ -166,13 +147,13 @@ def main(argv=None):
     args = p.parse_args(argv)
     try:
         ds = data.Dataset(args.data)
-        spec = rules.load(args.data / "rules" / "gpu.json")
-        run_ids = args.runs or spec["fit"]["runs"]
-        c, times, x = fit_runs(ds, run_ids, args.replay_tool, spec["fit"]["facts"],
-                               models_of(spec))
+        rule = spec.load(args.data / "rules" / "gpu.json")
+        run_ids = args.runs or rule["fit"]["runs"]
+        c, times, x = fit_runs(ds, run_ids, args.replay_tool, rule["fit"]["facts"],
+                               models_of(rule))
         margin = measure_within(c, times, x)
         if args.held_out:
-            facts = dict(spec["fit"]["facts"])
+            facts = dict(rule["fit"]["facts"])
             for key in ("multiprocessors", "fp32_gflops", "memory_gbps"):
                 if getattr(args, key) is not None:
                     facts[key] = getattr(args, key)

@@ -13,57 +13,14 @@ tuning.judge --replay-tool on runs the model was not fitted on.
         --replay-tool build/host/perf/fused_linear_replay_rule     # the runs of rules/host.json
 """
 import argparse
-import itertools
 import math
-import subprocess
 import sys
 from pathlib import Path
 
-from . import data
-from .judge import percentile
+from . import data, replay_tool, spec
+from .stats import fit, percentile, predicted
 
 KERNELS = ("fused", "fused_skinny")
-
-
-def solve(a, b):
-    """Gaussian elimination with partial pivoting; None when singular."""
-    n = len(b)
-    m = [row[:] + [b[i]] for i, row in enumerate(a)]
-    for c in range(n):
-        pivot = max(range(c, n), key=lambda r: abs(m[r][c]))
-        if abs(m[pivot][c]) < 1e-300:
-            return None
-        m[c], m[pivot] = m[pivot], m[c]
-        for r in range(n):
-            if r != c:
-                f = m[r][c] / m[c][c]
-                m[r] = [x - f * y for x, y in zip(m[r], m[c])]
-    return [m[i][n] / m[i][i] for i in range(n)]
-
-
-def fit(samples):
-    """Non-negative c minimising sum ((c . x) / t - 1)^2 over (x, t): every subset of the
-    coefficients solved by least squares (columns scaled), the best feasible one kept."""
-    if not samples:
-        return None
-    k = len(samples[0][0])
-    scale = [max(abs(x[j]) / t for x, t in samples) or 1.0 for j in range(k)]
-    rows = [[x[j] / t / scale[j] for j in range(k)] for x, t in samples]
-    best, best_err = None, math.inf
-    for size in range(1, k + 1):
-        for subset in itertools.combinations(range(k), size):
-            a = [[sum(r[i] * r[j] for r in rows) for j in subset] for i in subset]
-            b = [sum(r[i] for r in rows) for i in subset]
-            sol = solve(a, b)
-            if sol is None or min(sol) < 0:
-                continue
-            c = [0.0] * k
-            for i, v in zip(subset, sol):
-                c[i] = v / scale[i]
-            err = sum((sum(cj * xj for cj, xj in zip(c, x)) / t - 1) ** 2 for x, t in samples)
-            if err < best_err:
-                best, best_err = c, err
-    return best
 
 
 def measured(rows):
@@ -78,15 +35,7 @@ def measured(rows):
 
 def terms(tool, blas, threads, shapes):
     """{(shape, algorithm): [terms]} from the library (fused_linear_replay_rule --terms)."""
-    text = subprocess.run([str(tool), "--host", blas, "--threads", str(threads), "--terms"],
-                          input="\n".join(shapes) + "\n", capture_output=True, text=True,
-                          check=True).stdout
-    out = {}
-    for line in text.splitlines():
-        if line and not line.startswith("#"):
-            shape, algorithm, *values = line.split()
-            out[(shape, algorithm)] = [float(v) for v in values]
-    return out
+    return replay_tool.terms(tool, replay_tool.host_options(blas, threads), shapes, 2)
 
 
 def fit_kernels(times, x):
@@ -102,10 +51,6 @@ def fit_runs(ds, run_ids, tool, threads, blas="generic"):
         raise data.DataError(f"runs {', '.join(run_ids)}: none timed both host kernels")
     x = terms(tool, blas, threads, sorted(times))
     return fit_kernels(times, x), times, x
-
-
-def predicted(c, x):
-    return sum(a * b for a, b in zip(c, x))
 
 
 def report_lines(coefficients, times, x, worst=8):
@@ -131,7 +76,6 @@ def report_lines(coefficients, times, x, worst=8):
 
 
 def main(argv=None):
-    from . import rules
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("runs", nargs="*", help="run ids (default: the fit runs of rules/host.json)")
     p.add_argument("--replay-tool", type=Path, required=True,
@@ -142,10 +86,10 @@ def main(argv=None):
     args = p.parse_args(argv)
     try:
         ds = data.Dataset(args.data)
-        spec = rules.load(args.data / "rules" / "host.json")
-        run_ids = args.runs or spec["fit"]["runs"]
-        threads = args.threads or spec["fit"]["threads"]
-        c, times, x = fit_runs(ds, run_ids, args.replay_tool, threads, spec["fit"]["blas"])
+        rule = spec.load(args.data / "rules" / "host.json")
+        run_ids = args.runs or rule["fit"]["runs"]
+        threads = args.threads or rule["fit"]["threads"]
+        c, times, x = fit_runs(ds, run_ids, args.replay_tool, threads, rule["fit"]["blas"])
     except data.DataError as e:
         print(f"tuning.host_model: {e}", file=sys.stderr)
         return 1

@@ -21,52 +21,26 @@ median, 95th percentile, worst, share within 10% and 25%) of
 """
 import argparse
 import json
-import math
-import subprocess
 import sys
 from pathlib import Path
 
-from . import data
+from . import data, replay_tool
+from .data import FLOORS, explicit_paths
+from .stats import percentile
 
-FLOORS = {"strict": {"strict"}, "3xtf32": {"strict", "3xtf32"},
-          "tf32": {"strict", "3xtf32", "tf32"}}
 RULES = ("estimate", "measure", "m-choice", "replay")
 SETS = ("fit", "held-out", "unlisted")
-
-
-def percentile(values, q):
-    """Nearest-rank percentile of a non-empty list."""
-    s = sorted(values)
-    return s[max(0, min(len(s) - 1, math.ceil(q / 100.0 * len(s)) - 1))]
-
-
-def explicit_paths(rows):
-    """{(shape, ran, precision ran): least median} of our explicit paths."""
-    paths = {}
-    for r in rows:
-        if r["source"] == "ours" and r["path"] != "auto":
-            key = (r["shape"], r["ran"], r["precision_ran"])
-            paths[key] = min(paths.get(key, math.inf), r["median_ms"])
-    return paths
 
 
 def replay(tool, shapes, host_threads=None, host_blas="generic", rates=()):
     """{(shape, floor): (algorithm, precision)} the rule takes, from fused_linear_replay_rule
     (a Hopper GPU's facts, with the tool's rate options `rates`, or a host's with
     host_threads)."""
-    cmd = [str(tool)]
     if host_threads is not None:
-        cmd += ["--host", host_blas, "--threads", str(host_threads)]
+        options = replay_tool.host_options(host_blas, host_threads)
     else:
-        cmd += list(rates)
-    out = subprocess.run(cmd, input="\n".join(sorted(shapes)) + "\n", capture_output=True,
-                         text=True, check=True).stdout
-    choices = {}
-    for line in out.splitlines():
-        if line.strip() and not line.startswith("#"):
-            shape, floor, algorithm, precision = line.split()
-            choices[(shape, floor)] = (algorithm, precision)
-    return choices
+        options = list(rates)
+    return replay_tool.choices(tool, options, shapes)
 
 
 def cases(rows, split, replayed=None, same_precision=False):

@@ -12,15 +12,18 @@ import difflib
 import sys
 from pathlib import Path
 
-from perf_common import REFERENCE_PEER  # beside tuning/, on PYTHONPATH
-
 from . import data, judge
+from .names import REFERENCE_PEER
 
 RESULTS_MD = data.DATA.parent / "RESULTS.md"
 # The reference shape (KernelBench's seed problem) and KernelBench's earlier problem.
 FIRST_SHAPES = ("1024x8192x8192", "128x1024x512")
 NAMES = {"h100": "NVIDIA H100 (80 GB HBM3)", "h200": "NVIDIA H200", "host-2c": "Host: AMD EPYC, 2 cores",
          "host-xeon-2c": "Host: Intel Xeon, 2 cores"}
+
+
+# The section the design notes link to (docs/design/dispatch.md).
+HELD_OUT_HEADING = "Held-out results"
 
 
 def pct(v):
@@ -107,6 +110,35 @@ def study_lines(ds, runs):
     return lines
 
 
+def share(s):
+    """A rule's summary as "within 10% / within 25% / worst"."""
+    if s is None:
+        return "-"
+    return f"{100 * s['within_10']:.0f}% / {100 * s['within_25']:.0f}% / {pct(s['worst'])}"
+
+
+def held_out_lines(ds, runs):
+    """Per held-out run, its shapes of the held-out set (no rule fitted on them): auto as the
+    library of the run chose (estimate) and measured (measure)."""
+    lines = [
+        "| seed | machine | run | commit of the run | cases | estimate | measure |",
+        "|---:|---|---|---|---:|---|---|",
+    ]
+    order = sorted(runs, key=lambda r: (NAMES.get(r["machine"], r["machine"]), int(r["seed"])))
+    for run in order:
+        cases, summary = judge.study(ds, [run["run_id"]])
+        rules = summary.get("held-out")
+        if rules is None:
+            continue
+        n = sum(1 for c in cases if c["set"] == "held-out")
+        lines.append(
+            f"| {run['seed']} | {NAMES.get(run['machine'], run['machine'])} | "
+            f"`{run['run_id']}` | `{run['commit']}` | {n} | {share(rules.get('estimate'))} | "
+            f"{share(rules.get('measure'))} |"
+        )
+    return lines
+
+
 def render(ds):
     runs = list(ds.runs.values())
     out = ["# Results", "",
@@ -146,6 +178,17 @@ def render(ds):
                     "change; `python3 -m tuning.judge RUN --replay-tool ...` judges the rule as "
                     "built now on any run.", ""]
             out += study_lines(ds, studied) + [""]
+    held_out = [r for r in runs if r["purpose"] == "held-out" and r["seed"]]
+    if held_out:
+        out += [f"## {HELD_OUT_HEADING}", "",
+                "Each row is a held-out run: a seed's shapes of the held-out set, on which no "
+                "rule had been fitted when it ran, judged with the library of the run's commit. "
+                "Share of cases (shape × floor) within 10% / within 25% of the best path meeting "
+                "the floor / the worst case; **estimate**: auto by the rule "
+                "(Planning::Estimate), **measure**: auto measured (Planning::Measure). "
+                "`python3 -m tuning.judge RUN --replay-tool ...` replays the rule as built now "
+                "on any run.", ""]
+        out += held_out_lines(ds, held_out) + [""]
     return "\n".join(out).rstrip("\n") + "\n"
 
 

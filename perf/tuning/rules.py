@@ -16,31 +16,17 @@
 """
 import argparse
 import difflib
-import json
 import subprocess
 import sys
 import textwrap
 from pathlib import Path
 
-from . import data, gpu_model, host_model
+from . import data, gpu_model, host_model, replay_tool
+from .spec import CPP_TYPES, load
 
 REPO = data.DATA.parent.parent
 RULES = REPO / "src" / "FusedLinear" / "impl" / "rules"
-CPP_TYPES = {"int64": "std::int64_t", "double": "double", "int": "int"}
 WIDTH = 100
-
-
-def load(path):
-    try:
-        spec = json.loads(Path(path).read_text())
-    except (OSError, ValueError) as e:
-        raise data.DataError(f"{path}: {e}") from None
-    for c in spec.get("thresholds", []) + spec.get("constants", []):
-        missing = {"name", "type", "value", "why"} - set(c)
-        if missing or c["type"] not in CPP_TYPES:
-            raise data.DataError(f"{path}: constant {c.get('name')}: needs name, type "
-                                 f"({', '.join(CPP_TYPES)}), value and why")
-    return spec
 
 
 def wrap(text, prefix, width=WIDTH):
@@ -146,15 +132,6 @@ def host_header(spec, coefficients):
                   model_body(arrays=arrays, constants=spec["constants"]))
 
 
-def golden(tool):
-    """`tool --golden`'s CSV, or None when the tool has no such option."""
-    probe = subprocess.run([str(tool), "--help"], capture_output=True, text=True)
-    if "--golden" not in probe.stdout + probe.stderr:
-        return None
-    return subprocess.run([str(tool), "--golden"], capture_output=True, text=True,
-                          check=True).stdout
-
-
 def generate(data_dir, tool, rules_dir=RULES):
     """{path: text} of every generated file; notes (what was skipped) as a list."""
     ds = data.Dataset(data_dir)
@@ -170,7 +147,7 @@ def generate(data_dir, tool, rules_dir=RULES):
     out = {Path(rules_dir) / "GpuRule.hpp": gpu_header(gpu, gpu_c, margin),
            Path(rules_dir) / "HostRule.hpp": host_header(host, host_c)}
     notes = []
-    table = golden(tool)
+    table = replay_tool.golden(tool)
     if table is None:
         notes.append(f"{tool} has no --golden: dispatch-golden.csv not generated")
     else:

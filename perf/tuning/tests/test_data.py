@@ -113,3 +113,14 @@ def test_add_without_results_fails(dataset_dir, tmp_path, capsys):
     assert data.main(["--data", str(dataset_dir), "add", str(tmp_path), "--run-id", "x",
                       "--machine", "h200"]) == 1
     assert "no run.csv and no ours_*.json" in capsys.readouterr().err
+
+
+def test_explicit_paths_keep_the_least_median_of_what_ran(dataset_dir):
+    rows = data.Dataset(dataset_dir).rows("gpu-random7")
+    paths = data.explicit_paths(rows + [dict(rows[2], median_ms=0.008)])
+    # auto and the peers are no explicit paths; a path timed twice keeps its least median.
+    assert paths[("2x64x64", "fused_skinny", "strict")] == 0.008
+    assert paths[("2x64x64", "vendor", "3xtf32")] == 0.025
+    assert len(paths) == 6
+    assert all(data.FLOORS[f] <= set(data.PRECISIONS) and f in data.FLOORS[f]
+               for f in data.PRECISIONS)

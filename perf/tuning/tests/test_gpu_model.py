@@ -1,15 +1,15 @@
 # SPDX-License-Identifier: Apache-2.0
 import pytest
 
-from tuning import data, gpu_model, rules
+from tuning import data, gpu_model, spec
 
 
-def spec(dataset_dir):
-    return rules.load(dataset_dir / "rules" / "gpu.json")
+def gpu_spec(dataset_dir):
+    return spec.load(dataset_dir / "rules" / "gpu.json")
 
 
 def fit(dataset_dir, tool, facts=None):
-    s = spec(dataset_dir)
+    s = gpu_spec(dataset_dir)
     return gpu_model.fit_runs(data.Dataset(dataset_dir), s["fit"]["runs"], tool,
                               facts or s["fit"]["facts"], gpu_model.models_of(s))
 
@@ -31,7 +31,7 @@ def test_every_timed_path_is_fitted_through_the_tool(dataset_dir, fake_tool):
 
 
 def test_the_devices_rates_reach_the_terms(dataset_dir, fake_tool):
-    facts = dict(spec(dataset_dir)["fit"]["facts"])
+    facts = dict(gpu_spec(dataset_dir)["fit"]["facts"])
     _, _, x = fit(dataset_dir, fake_tool)
     facts["memory_gbps"] = 200.0
     _, _, half = fit(dataset_dir, fake_tool, facts)
@@ -41,7 +41,7 @@ def test_the_devices_rates_reach_the_terms(dataset_dir, fake_tool):
 
 
 def test_a_model_never_timed_is_an_error(dataset_dir, fake_tool):
-    s = spec(dataset_dir)
+    s = gpu_spec(dataset_dir)
     with pytest.raises(data.DataError, match="vendor/tf32 never timed"):
         gpu_model.fit_runs(data.Dataset(dataset_dir), s["fit"]["runs"], fake_tool,
                            s["fit"]["facts"], [("vendor", "tf32")])

@@ -59,12 +59,6 @@ def test_replay_is_timed_as_the_explicit_path():
     assert c[("2x64x64", "strict")]["set"] == "unlisted"
 
 
-def test_percentile_nearest_rank():
-    assert judge.percentile([5, 1, 4, 2, 3], 50) == 3
-    assert judge.percentile([5, 1, 4, 2, 3], 95) == 5
-    assert judge.percentile([7], 10) == 7
-
-
 def test_replay_passes_the_devices_rates(tmp_path):
     # A stand-in tool that answers with the arguments it was given as the path.
     tool = tmp_path / "tool"

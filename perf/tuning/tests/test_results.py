@@ -6,7 +6,8 @@ def test_page_from_the_fixture(dataset_dir):
     text = results.render(data.Dataset(dataset_dir))
     lines = text.splitlines()
     assert lines[0] == "# Results"
-    assert [x for x in lines if x.startswith("## ")] == ["## NVIDIA H200", "## Host: AMD EPYC, 2 cores"]
+    assert [x for x in lines if x.startswith("## ")] == [
+        "## NVIDIA H200", "## Host: AMD EPYC, 2 cores", "## Held-out results"]
     sweep = [x for x in lines if x.startswith("| 1024x8192x8192") or x.startswith("| 16x4096")]
     # The reference shape first, though the run timed it second.
     assert sweep == [
@@ -41,3 +42,15 @@ def test_check_detects_a_stale_page(dataset_dir, tmp_path, capsys):
 
 def test_the_committed_page_is_current():
     assert results.render(data.Dataset()) == results.RESULTS_MD.read_text()
+
+
+def test_held_out_table_per_run(dataset_dir):
+    lines = results.render(data.Dataset(dataset_dir)).splitlines()
+    start = lines.index(f"## {results.HELD_OUT_HEADING}")
+    table = [x for x in lines[start:] if x.startswith("| ")]
+    assert table[0].startswith("| seed | machine | run | commit of the run | cases |")
+    # gpu-random7's held-out set only: its fit-set shape is left out.
+    assert table[1:] == [
+        "| 7 | NVIDIA H200 | `gpu-random7` | `bbbbbbb` | 2 | 50% / 50% / +110.0% | "
+        "50% / 50% / +140.0% |"
+    ]
