@@ -98,10 +98,12 @@ struct Config {
 FusedLinearCli::Cli command_line(Config& c) {
   using Int = std::int64_t;
   const auto one_of = [](const std::string& value, std::initializer_list<const char*> names) {
-    std::string list;
+    std::string list;  // "a, b or c"
+    std::size_t i = 0;
     for (const char* n : names) {
       if (value == n) return;
-      list += (list.empty() ? "" : " or ") + std::string(n);
+      list += (i == 0 ? "" : i + 1 == names.size() ? " or " : ", ") + std::string(n);
+      ++i;
     }
     throw std::invalid_argument("takes " + list + ", got '" + value + "'");
   };
@@ -149,7 +151,8 @@ FusedLinearCli::Cli command_line(Config& c) {
           "call (which finds its cached plan)")
       .option(
           "--planning", "P",
-          [&c](const std::string& planning) {
+          [&c, one_of](const std::string& planning) {
+            one_of(planning, {"estimate", "measure", "both"});
             c.both_plannings = planning == "both";
             if (!c.both_plannings) c.planning = FusedLinear::planning_from_string(planning);
           },
