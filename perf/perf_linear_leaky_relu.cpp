@@ -10,7 +10,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <fstream>
-#include <iomanip>
+#include <initializer_list>
 #include <iostream>
 #include <limits>
 #include <memory>
@@ -27,6 +27,9 @@
 #include <Kokkos_Random.hpp>
 
 #include <FusedLinear.hpp>
+
+#include "cli.hpp"
+#include "json.hpp"
 
 namespace {
 
@@ -90,160 +93,116 @@ struct Config {
   bool both_plannings = false;
 };
 
-void print_usage(std::ostream& os) {
-  os << "usage: fused_linear_perf [options] [Kokkos options, e.g. --kokkos-threads=N]\n"
-        "  --m M --k K --n N   shape: X [M,K], W [N,K], b [N], Y [M,N] (default "
-     << default_shape.M << 'x' << default_shape.K << 'x' << default_shape.N << " on "
-     << ExecSpace::name()
-     << ")\n"
-        "  --multiplier X      scale after the bias (default 2.0)\n"
-        "  --slope S           LeakyReLU negative slope (default 0.1)\n"
-        "  --algorithm LIST    comma list of auto,vendor,vendor_prefill,vendor_lt,fused,\n"
-        "                      fused_skinny,fused_sm90,skinny_sm90, or all (default: every\n"
-        "                      path that can run the precision here)\n"
-        "  --precision P       strict (default), tf32 (vendor paths with cuBLAS) or 3xtf32\n"
-        "                      (those too, and fused_sm90 on Hopper GPUs); under auto a floor\n"
-        "  --api plan|oneshot  time Plan::execute on a plan made once (default), or the\n"
-        "                      one-shot linear_leaky_relu call (which finds its cached plan)\n"
-        "  --planning P        estimate (default: auto's rule), measure (every plan made with\n"
-        "                      Planning::Measure: auto times its candidates, vendor_lt\n"
-        "                      cuBLASLt's algorithms) or both (the paths as estimated, plus\n"
-        "                      auto measured, in the same rounds); the time to make each plan\n"
-        "                      is reported, and for a measured one the time to make it again\n"
-        "                      from wisdom\n"
-        "  --warmup N          untimed calls per path after the checked one, and at least\n"
-        "                      100 ms of them (default 5)\n"
-        "  --reps N            timed calls per path (default 30), in rounds of one call of\n"
-        "                      each path in a random order, each timed alone: CUDA events\n"
-        "                      around the call on CUDA (as the PyTorch peers), else fences\n"
-        "  --min-time-ms T     more rounds than --reps where they take less than T ms in all\n"
-        "                      (default 100, at most 1000 rounds): small layers' medians\n"
-        "                      steady\n"
-        "  --seed S            random seed (default: from the clock; printed)\n"
-        "  --check-rows R      rows checked against the float64 host reference (default: all\n"
-        "                      when M*N*K <= 2^33, else "
-     << sampled_rows
-     << " evenly spaced)\n"
-        "  --layout left|right layout of X, W, b and Y (default right, PyTorch's)\n"
-        "  --alignment A       place X, W and Y at addresses aligned to exactly A bytes (a power\n"
-        "                      of two, 16..1024; default: where Kokkos' allocation puts them)\n"
-        "  --json FILE         also write the results (and Kokkos' configuration) as JSON\n"
-        "  --help              this text\n";
-}
-
-double parse_double(const std::string& option, const std::string& text) {
-  std::size_t used = 0;
-  double v = 0;
-  try {
-    v = std::stod(text, &used);
-  } catch (const std::exception&) {
-    used = 0;
-  }
-  if (used == 0 || used != text.size() || !std::isfinite(v))
-    throw std::invalid_argument(option + ": '" + text + "' is not a finite number");
-  return v;
-}
-
-/// An integer in [min, max]. Only plain digits pass: std::stoull would take "-1" and wrap it.
-template <class Int>
-Int parse_integer(const std::string& option, const std::string& text, Int min,
-                  Int max = std::numeric_limits<Int>::max()) {
-  bool ok = !text.empty() && text.find_first_not_of("0123456789") == std::string::npos;
-  unsigned long long v = 0;
-  if (ok) {
-    try {
-      v = std::stoull(text);
-    } catch (const std::out_of_range&) {
-      ok = false;
-    }
-  }
-  if (!ok || v < static_cast<unsigned long long>(min) || v > static_cast<unsigned long long>(max))
-    throw std::invalid_argument(option + " takes an integer in [" + std::to_string(min) + ", " +
-                                std::to_string(max) + "], got '" + text + "'");
-  return static_cast<Int>(v);
-}
-
-std::vector<Algorithm> parse_algorithms(const std::string& list) {
-  if (list == "all") return {std::begin(all_algorithms), std::end(all_algorithms)};
-  std::vector<Algorithm> out;
-  std::istringstream is(list);
-  for (std::string name; std::getline(is, name, ',');)
-    out.push_back(FusedLinear::algorithm_from_string(name));  // throws naming the bad one
-  if (out.empty()) throw std::invalid_argument("--algorithm: empty list");
-  return out;
-}
-
-/// Parses our options (Kokkos has already removed its own); accepts "--opt value" and
-/// "--opt=value". Throws std::invalid_argument with a message for the user.
-Config parse_args(int argc, char* argv[]) {
+/// The command line, each option setting its field of `c` (Kokkos removes its own options from
+/// argv first). --check-rows' default depends on the shape: resolve_defaults sets it after.
+FusedLinearCli::Cli command_line(Config& c) {
   using Int = std::int64_t;
-  Config c;
-  for (int i = 1; i < argc; ++i) {
-    std::string option = argv[i], inline_value;
-    const auto eq = option.find('=');
-    const bool has_inline_value = option.rfind("--", 0) == 0 && eq != std::string::npos;
-    if (has_inline_value) {
-      inline_value = option.substr(eq + 1);
-      option.resize(eq);
+  const auto one_of = [](const std::string& value, std::initializer_list<const char*> names) {
+    std::string list;  // "a, b or c"
+    std::size_t i = 0;
+    for (const char* n : names) {
+      if (value == n) return;
+      list += (i == 0 ? "" : i + 1 == names.size() ? " or " : ", ") + std::string(n);
+      ++i;
     }
-    const auto value = [&]() -> std::string {
-      if (has_inline_value) return inline_value;
-      if (i + 1 >= argc) throw std::invalid_argument(option + " needs a value");
-      return argv[++i];
-    };
-    if (option == "--m") {
-      c.shape.M = parse_integer<Int>(option, value(), 1);
-    } else if (option == "--k") {
-      c.shape.K = parse_integer<Int>(option, value(), 1);
-    } else if (option == "--n") {
-      c.shape.N = parse_integer<Int>(option, value(), 1);
-    } else if (option == "--multiplier") {
-      c.multiplier = parse_double(option, value());
-    } else if (option == "--slope") {
-      c.slope = parse_double(option, value());
-    } else if (option == "--algorithm") {
-      c.algorithms = parse_algorithms(value());
-    } else if (option == "--precision") {
-      c.precision = FusedLinear::precision_from_string(value());
-    } else if (option == "--api") {
-      const std::string api = value();
-      if (api != "plan" && api != "oneshot")
-        throw std::invalid_argument("--api takes plan or oneshot, got '" + api + "'");
-      c.one_shot = api == "oneshot";
-    } else if (option == "--planning") {
-      const std::string planning = value();
-      c.both_plannings = planning == "both";
-      if (!c.both_plannings) c.planning = FusedLinear::planning_from_string(planning);
-    } else if (option == "--warmup") {
-      c.warmup = parse_integer<int>(option, value(), 0);
-    } else if (option == "--reps") {
-      c.reps = parse_integer<int>(option, value(), 1);
-    } else if (option == "--min-time-ms") {
-      c.min_time_ms = parse_double(option, value());
-    } else if (option == "--seed") {
-      c.seed = parse_integer<std::uint64_t>(option, value(), 0);
-    } else if (option == "--check-rows") {
-      c.check_rows = parse_integer<Int>(option, value(), 1);
-    } else if (option == "--json") {
-      c.json_path = value();
-    } else if (option == "--layout") {
-      const std::string layout = value();
-      if (layout != "left" && layout != "right")
-        throw std::invalid_argument("--layout takes left or right, got '" + layout + "'");
-      c.layout_left = layout == "left";
-    } else if (option == "--alignment") {
-      c.alignment = parse_integer<int>(option, value(), 16, 1024);
-      if ((c.alignment & (c.alignment - 1)) != 0)
-        throw std::invalid_argument("--alignment takes a power of two, got " + value());
-    } else {
-      throw std::invalid_argument("unknown option '" + option + "'");
-    }
-  }
+    throw std::invalid_argument("takes " + list + ", got '" + value + "'");
+  };
+  FusedLinearCli::Cli cli("fused_linear_perf",
+                          "fused_linear_perf [options] [Kokkos options, e.g. --kokkos-threads=N]");
+  const std::string on = std::string(" on ") + ExecSpace::name() + ")";
+  std::string algorithms;
+  for (const Algorithm a : all_algorithms)
+    algorithms += FusedLinear::to_string(a) + std::string(", ");
+  cli.integer("--m", "M", c.shape.M, Int(1),
+              "rows of X [M,K] and Y [M,N] (default " + std::to_string(default_shape.M) + on)
+      .integer("--k", "K", c.shape.K, Int(1),
+               "columns of X and of W [N,K] (default " + std::to_string(default_shape.K) + on)
+      .integer(
+          "--n", "N", c.shape.N, Int(1),
+          "rows of W, columns of Y, length of b (default " + std::to_string(default_shape.N) + on)
+      .number("--multiplier", "X", c.multiplier, "scale after the bias (default 2.0)")
+      .number("--slope", "S", c.slope, "LeakyReLU negative slope (default 0.1)")
+      .option(
+          "--algorithm", "LIST",
+          [&c](const std::string& list) {
+            if (list == "all") {
+              c.algorithms.assign(std::begin(all_algorithms), std::end(all_algorithms));
+              return;
+            }
+            c.algorithms.clear();
+            for (const std::string& name : FusedLinearCli::split_list(list))
+              c.algorithms.push_back(FusedLinear::algorithm_from_string(name));
+            if (c.algorithms.empty()) throw std::invalid_argument("empty list");
+          },
+          "a comma list (no spaces) of " + algorithms +
+              "or all (default: every path that can run the precision here)")
+      .option(
+          "--precision", "P",
+          [&c](const std::string& p) { c.precision = FusedLinear::precision_from_string(p); },
+          "strict (default), tf32 (vendor paths with cuBLAS) or 3xtf32 (those too, and "
+          "fused_sm90 on Hopper GPUs); under auto a floor")
+      .option(
+          "--api", "plan|oneshot",
+          [&c, one_of](const std::string& api) {
+            one_of(api, {"plan", "oneshot"});
+            c.one_shot = api == "oneshot";
+          },
+          "time Plan::execute on a plan made once (default), or the one-shot linear_leaky_relu "
+          "call (which finds its cached plan)")
+      .option(
+          "--planning", "P",
+          [&c, one_of](const std::string& planning) {
+            one_of(planning, {"estimate", "measure", "both"});
+            c.both_plannings = planning == "both";
+            if (!c.both_plannings) c.planning = FusedLinear::planning_from_string(planning);
+          },
+          "estimate (default: auto's rule), measure (every plan made with Planning::Measure: "
+          "auto times its candidates, vendor_lt cuBLASLt's algorithms) or both (the paths as "
+          "estimated, plus auto measured, in the same rounds); the time to make each plan is "
+          "reported, and for a measured one the time to make it again from wisdom")
+      .integer("--warmup", "N", c.warmup, 0,
+               "untimed calls per path after the checked one, and at least 100 ms of them "
+               "(default 5)")
+      .integer("--reps", "N", c.reps, 1,
+               "timed calls per path (default 30), in rounds of one call of each path in a "
+               "random order, each timed alone: CUDA events around the call on CUDA (as the "
+               "PyTorch peers), else fences")
+      .number("--min-time-ms", "T", c.min_time_ms,
+              "more rounds than --reps where they take less than T ms in all (default 100, at "
+              "most 1000 rounds): small layers' medians steady")
+      .integer("--seed", "S", c.seed, std::uint64_t(0),
+               "random seed (default: from the clock; printed)")
+      .integer("--check-rows", "R", c.check_rows, Int(1),
+               "rows checked against the float64 host reference (default: all when M*N*K <= "
+               "2^33, else " +
+                   std::to_string(sampled_rows) + " evenly spaced)")
+      .option(
+          "--layout", "left|right",
+          [&c, one_of](const std::string& layout) {
+            one_of(layout, {"left", "right"});
+            c.layout_left = layout == "left";
+          },
+          "layout of X, W, b and Y (default right, PyTorch's)")
+      .option(
+          "--alignment", "A",
+          [&c](const std::string& a) {
+            c.alignment = FusedLinearCli::parse_integer<int>(a, 16, 1024);
+            if ((c.alignment & (c.alignment - 1)) != 0)
+              throw std::invalid_argument("takes a power of two, got " + a);
+          },
+          "place X, W and Y at addresses aligned to exactly A bytes (a power of two, 16..1024; "
+          "default: where Kokkos' allocation puts them)")
+      .text("--json", "FILE", c.json_path,
+            "also write the results (and Kokkos' configuration) as JSON");
+  return cli;
+}
+
+/// The defaults that depend on other options.
+void resolve_defaults(Config& c) {
   const Shape& s = c.shape;
   if (c.check_rows == 0)
     c.check_rows = double(s.M) * double(s.N) * double(s.K) <= all_rows_limit ? s.M : sampled_rows;
   c.check_rows = std::min(c.check_rows, s.M);
-  return c;
 }
 
 /// The rows compared with the reference: all of them, or `count` evenly spaced ones that
@@ -586,87 +545,79 @@ void print_table(const std::vector<Result>& results) {
   }
 }
 
-std::string json_string(const std::string& s) {
-  std::ostringstream os;
-  os << '"';
-  for (const char ch : s) {
-    if (ch == '"' || ch == '\\') {
-      os << '\\' << ch;
-    } else if (static_cast<unsigned char>(ch) < 0x20) {
-      os << "\\u" << std::hex << std::setw(4) << std::setfill('0') << int(ch) << std::dec;
-    } else {
-      os << ch;
-    }
-  }
-  os << '"';
-  return os.str();
-}
-
-/// JSON has no NaN or Inf: those become null.
-std::string json_number(double v) {
-  if (!std::isfinite(v)) return "null";
-  std::ostringstream os;
-  os << std::setprecision(10) << v;
-  return os.str();
-}
-
 void write_json(const std::string& path, const Config& c, double library_init_ms,
                 const std::vector<Result>& results) {
-  std::ofstream os(path);
-  const std::string shape = json_string(shape_string(c.shape));
-  os << "{\n  \"config\": {"
-     << "\"fused_linear_version\": " << json_string(FUSED_LINEAR_VERSION_STRING)
-     << ", \"kokkos_version\": " << json_string(kokkos_version())
-     << ", \"execution_space\": " << json_string(ExecSpace::name())
-     << ", \"memory_space\": " << json_string(MemorySpace::name())
-     << ", \"concurrency\": " << ExecSpace().concurrency()
-     << ", \"scalar\": " << json_string(scalar_name) << ", \"shape\": " << shape
-     << ", \"M\": " << c.shape.M << ", \"K\": " << c.shape.K << ", \"N\": " << c.shape.N
-     << ", \"layout\": " << json_string(c.layout_left ? "left" : "right")
-     << ", \"precision\": " << json_string(FusedLinear::to_string(c.precision))
-     << ", \"multiplier\": " << json_number(c.multiplier) << ", \"slope\": " << json_number(c.slope)
-     << ", \"seed\": " << c.seed << ", \"warmup\": " << c.warmup << ", \"reps\": " << c.reps
-     << ", \"min_time_ms\": " << json_number(c.min_time_ms) << ", \"check_rows\": " << c.check_rows
-     << ", \"api\": " << json_string(c.one_shot ? "oneshot" : "plan") << ", \"planning\": "
-     << json_string(c.both_plannings ? "both" : FusedLinear::to_string(c.planning))
-     << ", \"library_init_ms\": " << json_number(library_init_ms)
-     << ", \"blas_library\": " << json_string(FusedLinear::Impl::blas_library_path())
-     << ", \"kokkos_configuration\": " << json_string(kokkos_configuration())
-     << "},\n  \"results\": [";
-  for (std::size_t i = 0; i < results.size(); ++i) {
-    const Result& r = results[i];
-    os << (i ? ",\n" : "\n") << "    {\"shape\": " << shape
-       << ", \"algorithm_requested\": " << json_string(FusedLinear::to_string(r.requested))
-       << ", \"planning\": " << json_string(FusedLinear::to_string(r.options.planning))
-       << ", \"algorithm_ran\": " << json_string(FusedLinear::to_string(r.info.algorithm))
-       << ", \"precision_ran\": " << json_string(FusedLinear::to_string(r.info.precision))
-       << ", \"gemm\": " << json_string(FusedLinear::to_string(r.info.gemm))
-       << ", \"refused\": " << json_string(r.refused)
-       << ", \"vendor_blas\": " << (r.info.vendor_blas ? "true" : "false")
-       << ", \"note\": " << json_string(r.info.note)
-       << ", \"median_ms\": " << json_number(r.median_ms)
-       << ", \"min_ms\": " << json_number(r.min_ms) << ", \"reps\": " << r.reps
-       << ", \"gflops\": " << json_number(r.gflops) << ", \"gbs\": " << json_number(r.gbs)
-       << ", \"rel_err\": " << json_number(r.accuracy.rel_err)
-       << ", \"max_abs_err\": " << json_number(r.accuracy.max_abs_err)
-       << ", \"unwritten\": " << r.accuracy.unwritten << ", \"plan_ms\": " << json_number(r.plan_ms)
-       << ", \"wisdom_plan_ms\": " << json_number(r.wisdom_plan_ms)
-       << ", \"measured\": " << (r.info.measured ? "true" : "false")
-       << ", \"from_wisdom\": " << (r.info.from_wisdom ? "true" : "false")
-       << ", \"measurements\": [";
-    for (std::size_t m = 0; m < r.measurements.size(); ++m) {
-      const FusedLinear::Measurement& t = r.measurements[m];
-      os << (m ? ", " : "")
-         << "{\"algorithm\": " << json_string(FusedLinear::to_string(t.algorithm))
-         << ", \"precision\": " << json_string(FusedLinear::to_string(t.precision))
-         << ", \"variant\": " << t.variant << ", \"ms\": " << json_number(t.ms)
-         << ", \"calls\": " << t.calls << ", \"chosen\": " << (t.chosen ? "true" : "false")
-         << ", \"setup_ms\": " << json_number(t.setup_ms)
-         << ", \"bound_ms\": " << json_number(t.bound_ms) << "}";
-    }
-    os << "]}";
+  namespace json = FusedLinearJson;
+  using FusedLinear::to_string;
+  const std::string shape = shape_string(c.shape);
+  json::Object config;
+  config.string("fused_linear_version", FUSED_LINEAR_VERSION_STRING)
+      .string("kokkos_version", kokkos_version())
+      .string("execution_space", ExecSpace::name())
+      .string("memory_space", MemorySpace::name())
+      .integer("concurrency", ExecSpace().concurrency())
+      .string("scalar", scalar_name)
+      .string("shape", shape)
+      .integer("M", c.shape.M)
+      .integer("K", c.shape.K)
+      .integer("N", c.shape.N)
+      .string("layout", c.layout_left ? "left" : "right")
+      .string("precision", to_string(c.precision))
+      .number("multiplier", c.multiplier)
+      .number("slope", c.slope)
+      .integer("seed", c.seed)
+      .integer("warmup", c.warmup)
+      .integer("reps", c.reps)
+      .number("min_time_ms", c.min_time_ms)
+      .integer("check_rows", c.check_rows)
+      .string("api", c.one_shot ? "oneshot" : "plan")
+      .string("planning", c.both_plannings ? "both" : to_string(c.planning))
+      .number("library_init_ms", library_init_ms)
+      .string("blas_library", FusedLinear::Impl::blas_library_path())
+      .string("kokkos_configuration", kokkos_configuration());
+  std::vector<std::string> rows;
+  for (const Result& r : results) {
+    std::vector<std::string> measurements;
+    for (const FusedLinear::Measurement& t : r.measurements)
+      measurements.push_back(json::Object()
+                                 .string("algorithm", to_string(t.algorithm))
+                                 .string("precision", to_string(t.precision))
+                                 .integer("variant", t.variant)
+                                 .number("ms", t.ms)
+                                 .integer("calls", t.calls)
+                                 .boolean("chosen", t.chosen)
+                                 .number("setup_ms", t.setup_ms)
+                                 .number("bound_ms", t.bound_ms)
+                                 .str());
+    rows.push_back(json::Object()
+                       .string("shape", shape)
+                       .string("algorithm_requested", to_string(r.requested))
+                       .string("planning", to_string(r.options.planning))
+                       .string("algorithm_ran", to_string(r.info.algorithm))
+                       .string("precision_ran", to_string(r.info.precision))
+                       .string("gemm", to_string(r.info.gemm))
+                       .string("refused", r.refused)
+                       .boolean("vendor_blas", r.info.vendor_blas)
+                       .string("note", r.info.note)
+                       .number("median_ms", r.median_ms)
+                       .number("min_ms", r.min_ms)
+                       .integer("reps", r.reps)
+                       .number("gflops", r.gflops)
+                       .number("gbs", r.gbs)
+                       .number("rel_err", r.accuracy.rel_err)
+                       .number("max_abs_err", r.accuracy.max_abs_err)
+                       .integer("unwritten", r.accuracy.unwritten)
+                       .number("plan_ms", r.plan_ms)
+                       .number("wisdom_plan_ms", r.wisdom_plan_ms)
+                       .boolean("measured", r.info.measured)
+                       .boolean("from_wisdom", r.info.from_wisdom)
+                       .raw("measurements", json::array(measurements))
+                       .str());
   }
-  os << "\n  ]\n}\n";
+  // One result a line, indented, so that a diff of two runs reads by path.
+  std::ofstream os(path);
+  os << "{\n  \"config\": " << config.str()
+     << ",\n  \"results\": " << json::array(rows, ",\n    ", "\n    ", "\n  ") << "\n}\n";
   if (!os) throw std::runtime_error("cannot write " + path);
 }
 
@@ -696,20 +647,19 @@ bool all_pass(const std::vector<Result>& results, std::int64_t K) {
 }  // namespace
 
 int main(int argc, char* argv[]) {
+  Config config;
+  const FusedLinearCli::Cli cli = command_line(config);
   // Answered before Kokkos starts, which would print its own help for --help as well.
-  for (int i = 1; i < argc; ++i) {
-    const std::string arg = argv[i];
-    if (arg == "--help" || arg == "-h") {
-      print_usage(std::cout);
-      return 0;
-    }
+  if (FusedLinearCli::Cli::asks_for_help(argc, argv)) {
+    cli.print_help(std::cout);
+    return 0;
   }
   Kokkos::ScopeGuard kokkos(argc, argv);  // removes the Kokkos options from argv
-  Config config;
   try {
-    config = parse_args(argc, argv);
+    cli.parse(argc, argv);
+    resolve_defaults(config);
   } catch (const std::exception& e) {
-    std::cerr << "fused_linear_perf: " << e.what() << " (see --help)\n";
+    std::cerr << cli.message(e) << '\n';
     return 2;
   }
   try {
