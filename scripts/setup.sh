@@ -4,16 +4,21 @@
 #      BLIS, OpenMP build, selected as libblas.so.3; for host also Open MPI, PyTorch, pytest and
 #      matplotlib; for hip Debian's HIP toolchain);
 #   2. deb-src entries derived from the machine's own apt sources (no host is named here);
-#   3. Kokkos and Kokkos Kernels, patched (cmake/patches: one patch per version) and installed
-#      into a cache prefix outside the repository, one prefix per version and configuration,
-#      rebuilt only when the sources, the patch or the configuration change. By default 3.4.01
-#      of both from Debian's trilinos 13.2.0 *source* package; or the sources given (below).
+#   3. Kokkos and Kokkos Kernels, checked and patched by cmake/FusedLinearKokkosFetch.cmake (the
+#      configure's own code; cmake/patches: one patch per version) and installed into a cache
+#      prefix outside the repository, one prefix per version and configuration, rebuilt only when
+#      the sources, the patch or the configuration change. By default 3.4.01 of both from Debian's
+#      trilinos 13.2.0 *source* package (apt-get source); or the sources given (below).
 #
 # Usage: scripts/setup.sh [options] [config...]        (default: host)
-#   --kokkos-source PATH    a Kokkos source: a directory or a .tar.gz (its SHA256SUMS beside it,
-#   --kernels-source PATH   if there, is checked) and the Kokkos Kernels source to build with it;
-#                           both or neither. Their versions are read from their CMakeLists.txt.
-#                           Any Kokkos 3.4 or newer; tested: 4.6.01 with Kokkos Kernels 4.6.02.
+#   --kokkos-source PATH    a Kokkos source: a directory, a .tar.gz or a URL, and the Kokkos
+#   --kernels-source PATH   Kernels source to build with it; both or neither. Their versions are
+#                           read from their CMakeLists.txt. Any Kokkos 3.4 or newer; tested:
+#                           4.6.01 with Kokkos Kernels 4.6.02. An archive is built only with a
+#                           known SHA-256 (the release archives') or one given below (and a
+#                           SHA256SUMS beside it, if there, must agree).
+#   --kokkos-sha256 SUM     the archives' SHA-256 (UNCHECKED: build them unchecked)
+#   --kernels-sha256 SUM
 #   --no-deprecated         Kokkos (4 or newer) without the code its major version deprecates
 #                           (Kokkos_ENABLE_DEPRECATED_CODE_<major>=OFF: what Kokkos 5 removes).
 #                           The prefix's name ends in -nodeprecated.
@@ -29,6 +34,7 @@
 #   cuda-uvm  as cuda, with Kokkos_ENABLE_CUDA_UVM=ON (CudaUVMSpace is Cuda's default memory space).
 # Environment:
 #   FUSED_LINEAR_KOKKOS_SOURCE, FUSED_LINEAR_KERNELS_SOURCE   as --kokkos-source, --kernels-source
+#   FUSED_LINEAR_KOKKOS_SHA256, FUSED_LINEAR_KERNELS_SHA256   as --kokkos-sha256, --kernels-sha256
 #   FUSED_LINEAR_DEPS_DIR  cache root (default: ~/.cache/fused-linear)
 #   CUDA_HOME              CUDA toolkit (default: /usr/local/cuda)
 # Prints "<config>=<prefix>" for each configuration on its last lines.
@@ -50,6 +56,7 @@ as_root() {
 }
 
 kokkos_source="${FUSED_LINEAR_KOKKOS_SOURCE:-}" kernels_source="${FUSED_LINEAR_KERNELS_SOURCE:-}"
+kokkos_sha256="${FUSED_LINEAR_KOKKOS_SHA256:-}" kernels_sha256="${FUSED_LINEAR_KERNELS_SHA256:-}"
 no_deprecated=0
 configs=()
 while [ $# -gt 0 ]; do
@@ -58,6 +65,10 @@ while [ $# -gt 0 ]; do
     --kokkos-source=*) kokkos_source="${1#*=}"; shift ;;
     --kernels-source) [ $# -ge 2 ] || die "$1 needs a path"; kernels_source="$2"; shift 2 ;;
     --kernels-source=*) kernels_source="${1#*=}"; shift ;;
+    --kokkos-sha256) [ $# -ge 2 ] || die "$1 needs a sum"; kokkos_sha256="$2"; shift 2 ;;
+    --kokkos-sha256=*) kokkos_sha256="${1#*=}"; shift ;;
+    --kernels-sha256) [ $# -ge 2 ] || die "$1 needs a sum"; kernels_sha256="$2"; shift 2 ;;
+    --kernels-sha256=*) kernels_sha256="${1#*=}"; shift ;;
     --no-deprecated) no_deprecated=1; shift ;;
     -*) die "unknown option '$1'" ;;
     *) configs+=("$1"); shift ;;
@@ -67,8 +78,10 @@ done
 if [ -n "$kokkos_source" ] || [ -n "$kernels_source" ]; then
   [ -n "$kokkos_source" ] && [ -n "$kernels_source" ] ||
     die "give both a Kokkos and a Kokkos Kernels source (--kokkos-source, --kernels-source)"
-  for f in "$kokkos_source" "$kernels_source"; do [ -e "$f" ] || die "no such source: $f"; done
-  kokkos_source="$(realpath "$kokkos_source")" kernels_source="$(realpath "$kernels_source")"
+  absolute() {  # a URL as it is, a path made absolute (the cache is keyed by it)
+    case "$1" in *://*) echo "$1" ;; *) [ -e "$1" ] || die "no such source: $1"; realpath "$1" ;; esac
+  }
+  kokkos_source="$(absolute "$kokkos_source")" kernels_source="$(absolute "$kernels_source")"
 fi
 for c in "${configs[@]}"; do
   case "$c" in
@@ -171,83 +184,67 @@ enable_deb_src() {
 }
 
 # ---------------------------------------------------------------- 3. Kokkos sources
-# The patch a version needs, if any: cmake/patches/<kokkos|kokkos-kernels>-<version>-*.patch, one
-# per version (what that version needs with CUDA 13, Hopper, gfx90a, ...).
-patch_for() {  # patch_for NAME VERSION
-  local found=() f
-  for f in "${REPO_ROOT}/cmake/patches/$1-$2-"*.patch; do [ -f "$f" ] && found+=("$f"); done
-  [ "${#found[@]}" -le 1 ] || die "more than one patch for $1 $2 in cmake/patches: ${found[*]}"
-  [ "${#found[@]}" -eq 0 ] || echo "${found[0]}"
+# cmake/FusedLinearKokkosFetch.cmake (the configure's code) leaves a checked, patched copy of a
+# source in DEST, kept while the source, its sums and the patch stay the same, and says in
+# DEST/.fused-linear-info its version, the patch it applied and the source's identity.
+fetch_source() {  # fetch_source NAME SOURCE DEST SHA256 SUM-OPTION [SUBDIR]
+  cmake -DNAME="$1" -DSOURCE="$2" -DDEST="$3" -DSHA256="$4" -DSUM_OPTION="$5" \
+    -DSUBDIR="${6:-}" -P "${REPO_ROOT}/cmake/FusedLinearKokkosFetch.cmake" >&2 ||
+    die "$1: cannot use $2"
 }
-# The version X.Y.ZZ a source declares in its top-level CMakeLists.txt (<Prefix>_VERSION_MAJOR,
-# _MINOR, _PATCH), read from a directory or from a tarball without unpacking it.
-source_version() {  # source_version PATH VARIABLE-PREFIX
-  local text top part v parts=()
-  if [ -d "$1" ]; then text="$(cat "$1/CMakeLists.txt")" || die "$1: no CMakeLists.txt"
-  else
-    top="$(tar -tzf "$1" | awk '/^[^\/]+\/CMakeLists\.txt$/ && !f { print; f = 1 }')" ||
-      die "$1: not a readable .tar.gz"
-    [ -n "$top" ] || die "$1: no top-level CMakeLists.txt in the archive"
-    text="$(tar -xzOf "$1" "$top")"
-  fi
-  for part in MAJOR MINOR PATCH; do
-    v="$(printf '%s\n' "$text" | sed -n -E \
-      "s/^[[:space:]]*[sS][eE][tT][[:space:]]*\([[:space:]]*${2}_VERSION_${part}[[:space:]]+([0-9]+)[[:space:]]*\).*/\1/p")"
-    v="${v%%$'\n'*}"
-    [ -n "$v" ] || die "$1: no ${2}_VERSION_${part} in its CMakeLists.txt"
-    parts+=("$((10#$v))")
-  done
-  printf '%d.%d.%02d\n' "${parts[@]}"
-}
-# A short identity of a source for the cache: a tarball's SHA-256 (checked against a SHA256SUMS
-# beside it, when there is one), a directory's path.
-source_id() {  # source_id PATH
-  if [ -d "$1" ]; then printf 'dir-%s\n' "$(printf '%s' "$1" | sha256sum | cut -c1-12)"; return; fi
-  local sum want sums
-  sum="$(sha256sum "$1" | cut -d' ' -f1)"
-  sums="$(dirname "$1")/SHA256SUMS"
-  if [ -f "$sums" ]; then
-    want="$(awk -v f="$(basename "$1")" '$2 == f || $2 == "*" f { print $1; exit }' "$sums")"
-    [ -n "$want" ] || die "$1: not listed in ${sums}"
-    [ "$sum" = "$want" ] || die "$1: SHA-256 ${sum} does not match ${sums} (${want})"
-    log "$(basename "$1"): SHA-256 matches ${sums}"
-  fi
-  echo "${sum:0:12}"
-}
-# A patched copy of a directory or tarball (the source itself is never written to).
-unpack_source() {  # unpack_source PATH DEST [PATCH]
-  [ -d "$2" ] && return
-  local tmp="$2.tmp"
-  rm -rf "$tmp" && mkdir -p "$tmp"
-  log "unpacking $1${3:+ and applying $(basename "$3")}"
-  if [ -d "$1" ]; then tar -C "$1" --exclude=.git -cf - . | tar -C "$tmp" -xf -
-  else tar -xzf "$1" -C "$tmp" --strip-components=1; fi
-  [ -z "${3:-}" ] || patch -s -p1 -d "$tmp" < "$3" || die "$(basename "$3") does not apply to $1"
-  mv "$tmp" "$2"
-}
+info() { sed -n "s/^$2=//p" "$1/.fused-linear-info"; }  # info DEST KEY
 hash_of() { if [ -n "$1" ]; then sha256sum "$1" | cut -c1-12; else echo none; fi; }
 
 if [ -n "$kokkos_source" ]; then
-  KOKKOS_VERSION="$(source_version "$kokkos_source" Kokkos)"
-  KERNELS_VERSION="$(source_version "$kernels_source" KokkosKernels)"
-  kokkos_id="$(source_id "$kokkos_source")" kernels_id="$(source_id "$kernels_source")"
-  PATCH="$(patch_for kokkos "$KOKKOS_VERSION")"
-  KERNELS_PATCH="$(patch_for kokkos-kernels "$KERNELS_VERSION")"
+  # One copy per source (a URL or an absolute path), refreshed in place when it changes.
+  KOKKOS_SRC="${DEPS_DIR}/src/kokkos-$(printf '%s' "$kokkos_source" | sha256sum | cut -c1-12)"
+  KERNELS_SRC="${DEPS_DIR}/src/kokkos-kernels-$(printf '%s' "$kernels_source" | sha256sum | cut -c1-12)"
+  fetch_source kokkos "$kokkos_source" "$KOKKOS_SRC" "$kokkos_sha256" "--kokkos-sha256 <sum>"
+  fetch_source kokkos-kernels "$kernels_source" "$KERNELS_SRC" "$kernels_sha256" "--kernels-sha256 <sum>"
+  KOKKOS_VERSION="$(info "$KOKKOS_SRC" version)" KERNELS_VERSION="$(info "$KERNELS_SRC" version)"
+  PATCH="$(info "$KOKKOS_SRC" patch)" KERNELS_PATCH="$(info "$KERNELS_SRC" patch)"
   PATCH_HASH="$(hash_of "$PATCH")" KERNELS_PATCH_HASH="$(hash_of "$KERNELS_PATCH")"
-  KOKKOS_SRC="${DEPS_DIR}/src/kokkos-${KOKKOS_VERSION}-${kokkos_id}-${PATCH_HASH}"
-  KERNELS_SRC="${DEPS_DIR}/src/kokkos-kernels-${KERNELS_VERSION}-${kernels_id}-${KERNELS_PATCH_HASH}"
   # What else keys the prefix (the stamp below): the sources' identities, Kokkos Kernels' patch.
-  STAMP_SOURCES=("$kokkos_id" "$KERNELS_VERSION" "$kernels_id" "$KERNELS_PATCH_HASH")
+  STAMP_SOURCES=("$(info "$KOKKOS_SRC" source_id)" "$KERNELS_VERSION"
+                 "$(info "$KERNELS_SRC" source_id)" "$KERNELS_PATCH_HASH")
   log "Kokkos ${KOKKOS_VERSION} from ${kokkos_source} (patch: $(basename "${PATCH:-none}"))"
   log "Kokkos Kernels ${KERNELS_VERSION} from ${kernels_source} (patch: $(basename "${KERNELS_PATCH:-none}"))"
 else
-  KOKKOS_VERSION=3.4.01 KERNELS_VERSION=3.4.01
-  PATCH="$(patch_for kokkos "$KOKKOS_VERSION")" KERNELS_PATCH=
-  PATCH_HASH="$(hash_of "$PATCH")"
+  # Debian's trilinos source: apt-get source verifies it against the signed .dsc; the CMake code
+  # takes packages/kokkos and packages/kokkos-kernels out of it (and checks its built-in sum).
   SRC_DIR="${DEPS_DIR}/src/trilinos-${TRILINOS_VERSION}"
-  KOKKOS_SRC="${SRC_DIR}/kokkos-${KOKKOS_VERSION}-${PATCH_HASH}"
-  KERNELS_SRC="${SRC_DIR}/kokkos-kernels-${KOKKOS_VERSION}"
-  STAMP_SOURCES=("$TRILINOS_VERSION")
+  KOKKOS_SRC="${SRC_DIR}/kokkos" KERNELS_SRC="${SRC_DIR}/kokkos-kernels"
+  fetch_debian_source() {
+    mkdir -p "$SRC_DIR"
+    local tarball="${SRC_DIR}/trilinos_${TRILINOS_VERSION}.orig.tar.gz"
+    if [ ! -f "$tarball" ]; then
+      # The listing is captured first: "apt-cache ... | grep -q" fails under pipefail when grep
+      # exits at its first match and apt-cache then writes into the closed pipe (SIGPIPE, 141).
+      local version
+      version="$(apt-cache showsrc trilinos 2>/dev/null | sed -n "s/^Version: \(${TRILINOS_VERSION}-.*\)/\1/p")" || true
+      if [ -z "$version" ]; then
+        log "enabling deb-src entries derived from the existing apt sources"
+        enable_deb_src
+        version="$(apt-cache showsrc trilinos 2>/dev/null | sed -n "s/^Version: \(${TRILINOS_VERSION}-.*\)/\1/p")" || true
+      fi
+      [ -n "$version" ] ||
+        die "Debian's source package trilinos ${TRILINOS_VERSION} is not available from apt"
+      version="${version%%$'\n'*}"
+      log "downloading Debian source package trilinos=${version}"
+      # apt verifies the checksums listed in the signed .dsc.
+      (cd "$SRC_DIR" && apt-get source --download-only -qq "trilinos=${version}" 2>&1 |
+         grep -v "unsandboxed" >&2 || true)
+      [ -f "$tarball" ] || die "apt-get source did not produce ${tarball}"
+    fi
+    fetch_source kokkos-kernels "$tarball" "$KERNELS_SRC" "" "" packages/kokkos-kernels
+    fetch_source kokkos "$tarball" "$KOKKOS_SRC" "" "" packages/kokkos
+  }
+  fetch_debian_source
+  KOKKOS_VERSION="$(info "$KOKKOS_SRC" version)" KERNELS_VERSION="$(info "$KERNELS_SRC" version)"
+  PATCH="$(info "$KOKKOS_SRC" patch)" KERNELS_PATCH="$(info "$KERNELS_SRC" patch)"
+  PATCH_HASH="$(hash_of "$PATCH")"
+  STAMP_SOURCES=("$TRILINOS_VERSION")  # (as before: the prefixes already built stay valid)
+  [ -z "$KERNELS_PATCH" ] || STAMP_SOURCES+=("$(hash_of "$KERNELS_PATCH")")
 fi
 readonly KOKKOS_MAJOR="${KOKKOS_VERSION%%.*}" KOKKOS_MINOR="$(echo "$KOKKOS_VERSION" | cut -d. -f2)"
 [ "$KOKKOS_MAJOR" -gt 3 ] || { [ "$KOKKOS_MAJOR" -eq 3 ] && [ "$((10#$KOKKOS_MINOR))" -ge 4 ]; } ||
@@ -259,53 +256,6 @@ if [ "$no_deprecated" -eq 1 ]; then
   [ "$KOKKOS_MAJOR" -ge 4 ] || die "--no-deprecated: Kokkos ${KOKKOS_VERSION} has no Kokkos_ENABLE_DEPRECATED_CODE_<major>"
   PREFIX_STEM+="-nodeprecated"
 fi
-
-fetch_sources() {
-  if [ -n "$kokkos_source" ]; then
-    unpack_source "$kernels_source" "$KERNELS_SRC" "$KERNELS_PATCH"
-    unpack_source "$kokkos_source" "$KOKKOS_SRC" "$PATCH"
-  else fetch_debian_sources; fi
-}
-
-fetch_debian_sources() {
-  mkdir -p "$SRC_DIR"
-  local tarball="${SRC_DIR}/trilinos_${TRILINOS_VERSION}.orig.tar.gz"
-  if [ ! -f "$tarball" ]; then
-    # The listing is captured first: "apt-cache ... | grep -q" fails under pipefail when grep
-    # exits at its first match and apt-cache then writes into the closed pipe (SIGPIPE, 141).
-    local version
-    version="$(apt-cache showsrc trilinos 2>/dev/null | sed -n "s/^Version: \(${TRILINOS_VERSION}-.*\)/\1/p")" || true
-    if [ -z "$version" ]; then
-      log "enabling deb-src entries derived from the existing apt sources"
-      enable_deb_src
-      version="$(apt-cache showsrc trilinos 2>/dev/null | sed -n "s/^Version: \(${TRILINOS_VERSION}-.*\)/\1/p")" || true
-    fi
-    [ -n "$version" ] ||
-      die "Debian's source package trilinos ${TRILINOS_VERSION} is not available from apt"
-    version="${version%%$'\n'*}"
-    log "downloading Debian source package trilinos=${version}"
-    # apt verifies the checksums listed in the signed .dsc.
-    (cd "$SRC_DIR" && apt-get source --download-only -qq "trilinos=${version}" 2>&1 |
-       grep -v "unsandboxed" >&2 || true)
-    [ -f "$tarball" ] || die "apt-get source did not produce ${tarball}"
-  fi
-  local top="Trilinos-trilinos-release-${TRILINOS_VERSION//./-}"
-  if [ ! -d "$KERNELS_SRC" ]; then
-    log "extracting packages/kokkos-kernels"
-    rm -rf "${SRC_DIR}/x" && mkdir -p "${SRC_DIR}/x"
-    tar -xzf "$tarball" -C "${SRC_DIR}/x" "${top}/packages/kokkos-kernels"
-    mv "${SRC_DIR}/x/${top}/packages/kokkos-kernels" "$KERNELS_SRC"
-    rm -rf "${SRC_DIR}/x"
-  fi
-  if [ ! -d "$KOKKOS_SRC" ]; then
-    log "extracting packages/kokkos and applying $(basename "$PATCH")"
-    rm -rf "${SRC_DIR}/x" && mkdir -p "${SRC_DIR}/x"
-    tar -xzf "$tarball" -C "${SRC_DIR}/x" "${top}/packages/kokkos"
-    patch -s -p1 -d "${SRC_DIR}/x/${top}/packages/kokkos" < "$PATCH"
-    mv "${SRC_DIR}/x/${top}/packages/kokkos" "$KOKKOS_SRC"
-    rm -rf "${SRC_DIR}/x"
-  fi
-}
 
 # ---------------------------------------------------------------- 4. builds, one prefix per config
 common_kokkos_flags=(-G Ninja -DCMAKE_CXX_EXTENSIONS=OFF -DBUILD_SHARED_LIBS=OFF
@@ -421,7 +371,6 @@ build_config() {
   local kokkos_stamp
   kokkos_stamp="$(printf '%s\n' "${STAMP_SOURCES[@]}" "$KOKKOS_VERSION" "$PATCH_HASH" "${kokkos_flags[@]}" |
                     sed "s#${DEPS_DIR}#DEPS#g" | sha256sum | cut -c1-16)"
-  fetch_sources
   local build="${DEPS_DIR}/build/${PREFIX_STEM}-${config}"
   export PATH="${CUDA_HOME}/bin:${PATH}"
   local t0=$SECONDS
