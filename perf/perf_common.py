@@ -1,7 +1,8 @@
 # SPDX-License-Identifier: Apache-2.0
 """What the perf scripts share: shapes spelled MxKxN, the reference peer's name and the BLAS
 thread variables. Standard library only; the scripts import it from beside them (perf/, or the
-device bundle, where scripts/build-cuda.sh copies it with compare.py and torch_peers.py)."""
+device bundle, where scripts/device/build-cuda.sh copies it with compare.py and
+torch_peers.py)."""
 import argparse
 
 # The PyTorch peer every row's speed is compared with (torch_peers.py's name for it).
