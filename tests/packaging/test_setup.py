@@ -5,12 +5,11 @@ forgets, Torch_DIR is found once and then cached), a torch per virtual environme
 of a chosen CUDA release. Each test builds twice from one tree and checks what the second
 configure really gets: the cache of the folder it ran in, not just the arguments it was given.
 """
+import importlib.util
 import json
-import os
 import shutil
 import subprocess
 import sys
-import textwrap
 from pathlib import Path
 
 import pytest
@@ -196,3 +195,25 @@ def test_cmake_args_last_one_build(machine, tree):
     assert first["cache"]["FusedLinear_ENABLE_ETI"] == "OFF"
     _, second = build(machine, tree)
     assert "FusedLinear_ENABLE_ETI" not in second["cache"]
+
+
+def test_the_decisions_as_functions():
+    """What the runs above cannot reach: a wrong value, CUDA asked of a CPU torch, the key."""
+    pytest.importorskip("setuptools")
+    spec = importlib.util.spec_from_file_location("fused_linear_setup", SETUP_PY)
+    setup = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(setup)  # defines, does not build
+    cpu = {"version": "2.3.0", "path": "/torch", "cuda": ""}
+    cuda = dict(cpu, cuda="12.4")
+    nvcc = "/cuda/bin/nvcc"
+    assert setup.cuda_kernel({}, cuda, nvcc, "12.8") and not setup.cuda_kernel({}, cuda, None, "")
+    with pytest.raises(setup.BuildError, match="1 or 0"):
+        setup.cuda_kernel({"FUSED_LINEAR_CUDA": "yes"}, cuda, nvcc, "12.4")
+    with pytest.raises(setup.BuildError, match="has no CUDA"):
+        setup.cuda_kernel({"FUSED_LINEAR_CUDA": "1"}, cpu, nvcc, "12.4")
+    args = setup.cmake_arguments({}, "/venv/bin/python", False, None, None, None)
+    assert "-DKokkos_ENABLE_CUDA=OFF" in args and "-DFusedLinear_PYTHON=/venv/bin/python" in args
+    folder, text = setup.build_folder("/b", "/venv/bin/python", cpu, args, {"CXX": "g++"})
+    assert json.loads(text)["environment"] == {"CXX": "g++"}
+    assert folder == setup.build_folder("/b", "/venv/bin/python", cpu, args, {"CXX": "g++"})[0]
+    assert folder != setup.build_folder("/b", "/venv/bin/python", cpu, args, {"CXX": "clang++"})[0]
