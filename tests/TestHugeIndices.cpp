@@ -3,8 +3,8 @@
 // every path the build and device can run for them: vendor, vendor_prefill, vendor_lt, fused,
 // fused_skinny, skinny_sm90 in strict fp32, and both 3xtf32 paths (vendor_lt through cuBLASLt,
 // fused_sm90). Opt-in (FUSED_LINEAR_TEST_HUGE=1): meant for a GPU with that much memory, e.g. the
-// H200 (scripts/device-run.sh huge); skipped elsewhere. A path the build cannot run is skipped
-// by the documented contract (attempt() checks the refusal).
+// H200 (scripts/device/device-run.sh huge); skipped elsewhere. A path the build cannot run is
+// skipped by the documented contract (attempt() checks the refusal).
 //
 // Inputs come from a counter-based hash written by a kernel, so the host recomputes any input
 // element without copying 10 GB back, and checks sampled rows and columns, among them the last

@@ -4,19 +4,19 @@
 # Python tests on CUDA and perf/kernelbench_eval.py. Logs and results under $OUT.
 #
 #   On the development machine, once (gathers what the GPU machine may lack, ~40 MB):
-#     bash scripts/device-torch.sh prepare        -> .device-torch/
+#     bash scripts/device/device-torch.sh prepare    -> .device-torch/
 #   On the GPU machine, from the repository root, with .device-torch carried:
-#     bash scripts/device-torch.sh build tests    (about 5 min)
-#     bash scripts/device-torch.sh eval           (about 4 min; builds first if needed)
-#     bash scripts/device-torch.sh suite          (the C++ test suite and example built there
-#                                                 with every execution space; GTEST_FILTER,
-#                                                 SUITE_TARGETS: a subset of them,
-#                                                 SUITE_CMAKE_ARGS: more configure options)
-#     bash scripts/device-torch.sh pip            (pip install --no-build-isolation . into a folder
-#                                                 of its own, then the Python tests and the
-#                                                 evaluation against the installed package, from
-#                                                 outside the source tree; each part's time printed)
-#     bash scripts/device-torch.sh all            (build tests eval)
+#     bash scripts/device/device-torch.sh STEP...    the steps in order; the steps:
+#       build         the operator, built there (with tests: about 5 min)
+#       tests         the Python tests on CUDA (builds first if needed)
+#       eval          perf/kernelbench_eval.py (about 4 min; builds first if needed)
+#       suite         (the C++ test suite and example built there with every execution space;
+#                     GTEST_FILTER, SUITE_TARGETS: a subset of them, SUITE_CMAKE_ARGS: more
+#                     configure options)
+#       pip           (pip install --no-build-isolation . into a folder of its own, then the
+#                     Python tests and the evaluation against the installed package, from
+#                     outside the source tree; each part's time printed)
+#       all           (build tests eval)
 #
 # .device-torch/ holds: kokkos-cuda/ (the Kokkos + Kokkos Kernels 3.4.01 CUDA prefix of
 # scripts/setup.sh cuda), deps/ (the host BLAS/LAPACK runtime the prefix links: Debian's BLIS,
@@ -29,7 +29,7 @@
 # arguments of kernelbench_eval.py), PYTEST_ARGS (extra pytest arguments), JOBS, PACK (1: one archive, all.tgz, left in $OUT).
 # Exit status: 0 when every step passed; each step's status is printed as it ends.
 set -uo pipefail
-cd "$(dirname "${BASH_SOURCE[0]}")/.."
+cd "$(dirname "${BASH_SOURCE[0]}")/../.."
 root="$(pwd)"
 carry="${CARRY:-${root}/.device-torch}"
 
@@ -135,7 +135,8 @@ patched_prefix() {
     done
   fi
   [ -n "${src}" ] && [ -f "${src}/lib/cmake/Kokkos/KokkosConfig.cmake" ] ||
-    die "no Kokkos CUDA prefix: expected .device-torch/kokkos-cuda (bash scripts/device-torch.sh prepare, then carry .device-torch) or KOKKOS_PREFIX"
+    die "no Kokkos CUDA prefix: expected .device-torch/kokkos-cuda (bash" \
+        "scripts/device/device-torch.sh prepare, then carry .device-torch) or KOKKOS_PREFIX"
   grep -q "CUDA" <(grep "Kokkos_DEVICES" "${src}/lib/cmake/Kokkos/KokkosConfigCommon.cmake") ||
     die "${src} is not a CUDA build of Kokkos"
   local dst="${build}-kokkos"
@@ -240,7 +241,8 @@ run_pip() {
   rm -rf "${root}/build/device-pip" && mkdir -p "${site}" "${work}" "${out}/wheel"
   export CMAKE_PREFIX_PATH="${prefix}" CMAKE_BUILD_PARALLEL_LEVEL="${jobs}" FUSED_LINEAR_INTERNAL_KOKKOS=OFF
   # As the build step: torch's CMake config, else torch's folders as the Python package has them,
-  # else the operator's file through nvcc (CMAKE_ARGS; setup.py reuses its CMake build folder).
+  # else the operator's file through nvcc (CMAKE_ARGS: each attempt configures a CMake folder of
+  # its own, as setup.py keys the folder by its arguments).
   local attempt args=""
   for attempt in "-DFusedLinear_TORCH_DISCOVERY=cmake" "-DFusedLinear_TORCH_DISCOVERY=python" \
                  "-DFusedLinear_TORCH_DISCOVERY=python -DFusedLinear_TORCH_HOST_ONLY=OFF"; do

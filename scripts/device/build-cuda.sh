@@ -1,27 +1,28 @@
 #!/usr/bin/env bash
 # Builds the CUDA configuration (sm_90: H100/H200) here, on a machine with nvcc 13 and no GPU.
-#   scripts/build-cuda.sh            set up Kokkos for CUDA (scripts/setup.sh cuda) and build
-#   scripts/build-cuda.sh --bundle   also gather what a GPU machine needs to run the tests and
-#                                    the perf comparison into .device/ (git-ignored): the
-#                                    binaries, perf/compare.py, perf/torch_peers.py,
-#                                    perf/perf_common.py and perf/tuning/ (the dataset's schema,
-#                                    which compare.py writes), the host runtime libraries the
-#                                    binaries link that a CUDA image may lack, the MPI example (with
-#                                    its --bench) and an Open MPI runtime (where MPI was found),
-#                                    and OLD_PERF (a perf binary) if set, as
-#                                    .device/old/. Run it there with scripts/device-run.sh.
-#   scripts/build-cuda.sh --kokkos-source PATH --kernels-source PATH [--no-deprecated] [--bundle]
-#                                    the same against the Kokkos and Kokkos Kernels sources given
-#                                    (scripts/setup.sh's options), configured with plain cmake
-#                                    (no preset) in build/cuda-<Kokkos prefix name>; the bundle
-#                                    goes to .device-kokkos<major><minor>/ (e.g. .device-kokkos46/):
-#                                    DEVICE_DIR=.device-kokkos46 scripts/device-run.sh tests.
-#   -DVAR=VALUE                      passed to cmake (e.g. -DFusedLinear_ENABLE_HEADER_CHECKS=OFF).
-#   --target T                       build T (repeatable) instead of everything; not with --bundle.
-#   --build-dir DIR, --bundle-dir DIR  other places for either. The bundle is also archived as
-#                                    DIR.tar.gz (git-ignored too), to carry instead of the folder.
+#   scripts/device/build-cuda.sh [OPTION...]
+#   (none)                 set up Kokkos for CUDA (scripts/setup.sh cuda) and build
+#   --bundle               also gather what a GPU machine needs to run the tests and the perf
+#                          comparison into .device/ (git-ignored): the binaries, perf/compare.py,
+#                          perf/torch_peers.py and perf/tuning/ (the dataset's schema, which
+#                          compare.py writes), the host runtime libraries the binaries link that
+#                          a CUDA image may lack, the MPI example and its benchmark with an Open
+#                          MPI runtime (where MPI was found), and OLD_PERF (a perf binary) if
+#                          set, as .device/old/. Run it there with
+#                          scripts/device/device-run.sh.
+#   --kokkos-source PATH --kernels-source PATH [--no-deprecated]
+#                          the same against the Kokkos and Kokkos Kernels sources given
+#                          (scripts/setup.sh's options), configured with plain cmake (no preset)
+#                          in build/cuda-<Kokkos prefix name>; the bundle goes to
+#                          .device-kokkos<major><minor>/ (e.g. .device-kokkos46/):
+#                          DEVICE_DIR=.device-kokkos46 scripts/device/device-run.sh tests.
+#   -DVAR=VALUE            passed to cmake (e.g. -DFusedLinear_ENABLE_HEADER_CHECKS=OFF).
+#   --target T             build T (repeatable) instead of everything; not with --bundle.
+#   --build-dir DIR, --bundle-dir DIR
+#                          other places for either. The bundle is also archived as DIR.tar.gz
+#                          (git-ignored too), to carry instead of the folder.
 set -euo pipefail
-cd "$(dirname "${BASH_SOURCE[0]}")/.."
+cd "$(dirname "${BASH_SOURCE[0]}")/../.."
 export PATH="${CUDA_HOME:-/usr/local/cuda}/bin:${PATH}"
 setup_args=() cmake_args=() targets=() bundle=0 build_dir= bundle_dir=
 while [ $# -gt 0 ]; do
@@ -61,7 +62,7 @@ if [ "$bundle" -eq 1 ]; then
   find "$build_dir/tests" -maxdepth 1 -type f -executable -name 'fused_linear_tests*' \
     -exec cp {} "$d/bin/" \;
   cp "$build_dir/perf/fused_linear_perf" "$build_dir/examples/linear_leaky_relu_example" "$d/bin/"
-  cp perf/compare.py perf/torch_peers.py perf/perf_common.py "$d/"
+  cp perf/compare.py perf/torch_peers.py "$d/"
   mkdir -p "$d/tuning" && cp perf/tuning/*.py "$d/tuning/"
   git rev-parse --short HEAD > "$d/COMMIT" 2>/dev/null || echo unknown > "$d/COMMIT"
   git diff --quiet HEAD 2>/dev/null || sed -i 's/$/+dirty/' "$d/COMMIT"
@@ -73,11 +74,12 @@ if [ "$bundle" -eq 1 ]; then
   for bin in "$d"/bin/*; do
     ldd "$bin" | awk '/=> \// { print $3 }'
   done | sort -u | grep -E 'lib(gomp|blas|lapack|gfortran|quadmath|blis)' | xargs -r -I{} cp -L {} "$d/lib/"
-  # The MPI example with a relocatable Open MPI runtime (device-run.sh mpi), where it was built.
+  # The MPI example and its benchmark with a relocatable Open MPI runtime (device-run.sh mpi),
+  # where they were built.
   mpi_bin="$build_dir/examples/mpi_sharded/mpi_sharded_linear"
   if [ -x "$mpi_bin" ]; then
-    cp "$mpi_bin" "$d/bin/"
-    bash examples/mpi_sharded/bundle_openmpi.sh "$d/mpi" "$mpi_bin" >/dev/null
+    cp "$mpi_bin" "$build_dir/examples/mpi_sharded/mpi_sharded_bench" "$d/bin/"
+    bash scripts/device/bundle_openmpi.sh "$d/mpi" "$mpi_bin" >/dev/null
   fi
   strip --strip-debug "$d"/bin/* 2>/dev/null || true
   # One archive beside it, a third of the size, to carry to the GPU machine (device-run.sh

@@ -1,37 +1,35 @@
 #!/usr/bin/env bash
 # Runs on the GPU machine, from the repository root, with .device/ made by
-# `scripts/build-cuda.sh --bundle` beside it (DEVICE_DIR=DIR: another bundle, e.g.
-# DEVICE_DIR=.device-kokkos46 from `scripts/build-cuda.sh --kokkos-source ... --bundle`; relative to
-# the repository root or absolute; DIR.tar.gz, the archive build-cuda.sh writes beside it, is
-# unpacked where DIR is missing). Logs go to $OUT (default /tmp/fused-linear-out).
-#   scripts/device-run.sh tests                  the test suites (every execution space of the
-#                                                build) and the example
-#   scripts/device-run.sh overhead [SHAPES...]   per-call cost of Plan::execute and of the
-#                                                one-shot call, beside the previous version's
-#                                                one-shot call (.device/old/, if bundled)
-#   scripts/device-run.sh compare [SHAPES...]    perf program + PyTorch peers, one table
-#   scripts/device-run.sh profile                kernel times and speed-of-light (ncu) of one
-#                                                perf run at the reference shape
-#   scripts/device-run.sh huge                   the 64-bit indexing tests (about 11 GB each)
-#   scripts/device-run.sh mpi                    examples/mpi_sharded, checked and --bench, 2
-#                                                ranks sharing the one GPU (correctness), with the
-#                                                Open MPI runtime bundled in .device/mpi
-#                                                (examples/mpi_sharded/bundle_openmpi.sh)
-#   scripts/device-run.sh sanitize               compute-sanitizer memcheck, racecheck,
-#                                                initcheck and synccheck over the test suite
-#   scripts/device-run.sh sass                   instruction mix of the FusedLinear kernels
-#   scripts/device-run.sh tests compare ...      several steps in one call (one lease)
+# `scripts/device/build-cuda.sh --bundle` beside it (DEVICE_DIR=DIR: another bundle, e.g.
+# DEVICE_DIR=.device-kokkos46 from `scripts/device/build-cuda.sh --kokkos-source ... --bundle`;
+# relative to the repository root or absolute; DIR.tar.gz, the archive build-cuda.sh writes beside
+# it, is unpacked where DIR is missing). Logs go to $OUT (default /tmp/fused-linear-out).
+#   scripts/device/device-run.sh STEP...   the steps in order, in one call (one lease), e.g.
+#                                          `tests compare`; the steps:
+#     tests                  the test suites (every execution space of the build) and the example
+#     overhead [SHAPES...]   per-call cost of Plan::execute and of the one-shot call, beside the
+#                            previous version's one-shot call (.device/old/, if bundled)
+#     compare [SHAPES...]    perf program + PyTorch peers, one table
+#     profile                kernel times and speed-of-light (ncu) of one perf run at the
+#                            reference shape
+#     huge                   the 64-bit indexing tests (about 11 GB each)
+#     mpi                    examples/mpi_sharded: the example, then its benchmark, 2 ranks
+#                            sharing the one GPU (correctness), with the Open MPI runtime bundled in .device/mpi
+#                            (scripts/device/bundle_openmpi.sh)
+#     sanitize               compute-sanitizer memcheck, racecheck, initcheck and synccheck over
+#                            the test suite
+#     sass                   instruction mix of the FusedLinear kernels
 # Extra perf arguments: PERF_ARGS="--reps 50"; extra compare.py arguments: COMPARE_ARGS="--tf32";
 # STEP_TIMEOUT=S stops any step after S seconds (device time is scarce); PACK=1 leaves one archive,
 # all.tgz, in $OUT (a lease returns only a few files). Each step's exit status
 # is reported; the script fails if any step failed.
 set -uo pipefail
-cd "$(dirname "${BASH_SOURCE[0]}")/.."
+cd "$(dirname "${BASH_SOURCE[0]}")/../.."
 export DEVICE_DIR="${DEVICE_DIR:-.device}"  # exported: the bash -c steps below read it too
 if [ ! -d "${DEVICE_DIR}/bin" ] && [ -f "${DEVICE_DIR}.tar.gz" ]; then  # the archived bundle
   tar -C "$(dirname "$DEVICE_DIR")" -xzf "${DEVICE_DIR}.tar.gz"
 fi
-[ -d "${DEVICE_DIR}/bin" ] || { echo "no ${DEVICE_DIR}/bin: make it with scripts/build-cuda.sh --bundle"; exit 2; }
+[ -d "${DEVICE_DIR}/bin" ] || { echo "no ${DEVICE_DIR}/bin: make it with scripts/device/build-cuda.sh --bundle"; exit 2; }
 out="${OUT:-/tmp/fused-linear-out}"
 mkdir -p "$out"
 export LD_LIBRARY_PATH="/usr/local/cuda/lib64:$(cd "$DEVICE_DIR" && pwd)/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
@@ -98,8 +96,8 @@ while [ $# -gt 0 ]; do
         export OMP_NUM_THREADS=4
         mpiexec -np 2 --bind-to none "$DEVICE_DIR"/bin/mpi_sharded_linear 500 1000 700 || exit 1
         for p in strict 3xtf32; do
-          mpiexec -np 2 --bind-to none "$DEVICE_DIR"/bin/mpi_sharded_linear 1024 8192 8192 \
-            --bench --precision $p --reps 10 || exit 1
+          mpiexec -np 2 --bind-to none "$DEVICE_DIR"/bin/mpi_sharded_bench 1024 8192 8192 \
+            --precision $p --reps 10 || exit 1
         done' ;;
     huge)
       shift
