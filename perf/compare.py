@@ -51,25 +51,53 @@ SWEEPS = {
     "gpu": [
         # The four regimes auto's rule is drawn from and the crossovers (M = 1..64 at 8192^2,
         # small layers around N K = 2^21), square/rectangular shapes, the K = 65536 stress shape.
-        "1024x8192x8192", "4096x4096x4096", "128x1024x512", "16x8192x8192", "1x8192x8192",
-        "4x8192x8192", "8x8192x8192", "32x8192x8192", "48x8192x8192", "64x8192x8192",
+        "1024x8192x8192",
+        "4096x4096x4096",
+        "128x1024x512",
+        "16x8192x8192",
+        "1x8192x8192",
+        "4x8192x8192",
+        "8x8192x8192",
+        "32x8192x8192",
+        "48x8192x8192",
+        "64x8192x8192",
         "64x1024x1024",
-        "256x1024x1024", "128x4096x1024", "256x4096x4096", "2048x2048x2048", "256x65536x1024",
+        "256x1024x1024",
+        "128x4096x1024",
+        "256x4096x4096",
+        "2048x2048x2048",
+        "256x65536x1024",
         # short K
-        "8192x64x8192", "8192x128x8192", "4096x256x4096", "2048x512x8192",
+        "8192x64x8192",
+        "8192x128x8192",
+        "4096x256x4096",
+        "2048x512x8192",
         # long K
         "64x32768x4096",
         # odd, not powers of two (1000x4099x3001: N odd, K not a multiple of 4)
-        "1000x4099x3001", "517x1023x2049", "3000x3000x3000",
+        "1000x4099x3001",
+        "517x1023x2049",
+        "3000x3000x3000",
         # LM-head-like
-        "16x4096x50257", "128x4096x50257",
+        "16x4096x50257",
+        "128x4096x50257",
         # few rows
-        "2x8192x8192", "1x4096x4096", "16x4096x4096",
+        "2x8192x8192",
+        "1x4096x4096",
+        "16x4096x4096",
     ],
     "host": [
         # Sized for a 2-core machine: few rows, small, square, large, short K, long K.
-        "1x4096x4096", "16x4096x4096", "128x1024x512", "64x1024x1024", "512x512x512",
-        "1024x1024x1024", "512x4096x4096", "4096x64x4096", "2048x128x2048", "64x16384x1024",
+        "1x4096x4096",
+        "16x4096x4096",
+        "128x1024x512",
+        "64x1024x1024",
+        "512x512x512",
+        "1024x1024x1024",
+        "512x4096x4096",
+        "4096x64x4096",
+        "2048x128x2048",
+        "64x16384x1024",
     ],
 }
 DEFAULT_SWEEP = {"cuda": "gpu", "cpu": "host"}
@@ -78,9 +106,11 @@ DEFAULT_SWEEP = {"cuda": "gpu", "cpu": "host"}
 # perf program's own default). A path the perf program refuses for a shape is reported by it;
 # the others are still written.
 PATHS = {
-    "cuda": {"strict": "auto,vendor,vendor_prefill,vendor_lt,fused,fused_skinny,skinny_sm90",
-             "tf32": "vendor,vendor_lt",
-             "3xtf32": "auto,vendor,vendor_lt,fused_sm90"},
+    "cuda": {
+        "strict": "auto,vendor,vendor_prefill,vendor_lt,fused,fused_skinny,skinny_sm90",
+        "tf32": "vendor,vendor_lt",
+        "3xtf32": "auto,vendor,vendor_lt,fused_sm90",
+    },
     "cpu": {"strict": "auto,vendor,vendor_prefill,fused,fused_skinny"},
 }
 # Prepended to --perf-args on the host (a later option of the same name wins): a 2-core host
@@ -98,8 +128,11 @@ def log(message):
 
 # ------------------------------------------------------------------------- running and loading
 
+
 def ours_json(out_dir, shape, precision="strict"):
-    return out_dir / (f"ours_{shape}.json" if precision == "strict" else f"ours_{shape}_{precision}.json")
+    return out_dir / (
+        f"ours_{shape}.json" if precision == "strict" else f"ours_{shape}_{precision}.json"
+    )
 
 
 def execute(cmd, env):
@@ -117,9 +150,26 @@ def perf_command(args, shape, json_path, precision, paths):
     mode += [] if paths is None else ["--algorithm", paths]
     host = HOST_PERF_ARGS if args.device == "cpu" else []
     mode += [] if args.planning == "estimate" else ["--planning", args.planning]
-    return ([str(args.perf), "--m", str(M), "--k", str(K), "--n", str(N),
-             "--multiplier", str(args.mult), "--slope", str(args.slope),
-             "--json", str(json_path)] + host + shlex.split(args.perf_args) + mode)
+    return (
+        [
+            str(args.perf),
+            "--m",
+            str(M),
+            "--k",
+            str(K),
+            "--n",
+            str(N),
+            "--multiplier",
+            str(args.mult),
+            "--slope",
+            str(args.slope),
+            "--json",
+            str(json_path),
+        ]
+        + host
+        + shlex.split(args.perf_args)
+        + mode
+    )
 
 
 def run_ours(args, shape, out_dir, precision="strict"):
@@ -133,8 +183,10 @@ def run_ours(args, shape, out_dir, precision="strict"):
     rc = execute(cmd, args.env)
     if rc != 2 or target.exists() or paths is None or "," not in paths:
         return rc, []
-    log(f"{shape} ({precision}): the perf program rejected the command line; "
-        "running the paths one at a time")
+    log(
+        f"{shape} ({precision}): the perf program rejected the command line; "
+        "running the paths one at a time"
+    )
     merged, status, problems = None, 0, []
     for path in paths.split(","):
         part = target.with_name(f"{target.stem}.{path}.json")
@@ -142,7 +194,9 @@ def run_ours(args, shape, out_dir, precision="strict"):
         log(f"$ {shlex.join(cmd)}")
         rc = execute(cmd, args.env)
         if rc == 2:
-            problems.append(f"{shape}: the perf program ({precision}) rejected path {path} (exit 2)")
+            problems.append(
+                f"{shape}: the perf program ({precision}) rejected path {path} (exit 2)"
+            )
         elif rc != 0:
             status = max(status, rc)
         if part.exists():
@@ -166,8 +220,16 @@ def peers_supports_meta(path):
 
 def run_peers(args, shapes, out_dir):
     """One torch_peers.py run for all shapes (one process: torch and the device start once)."""
-    cmd = [args.peers_python, str(args.peers), "--mult", str(args.mult), "--slope", str(args.slope),
-           "--json", str(out_dir / "peers.json")]
+    cmd = [
+        args.peers_python,
+        str(args.peers),
+        "--mult",
+        str(args.mult),
+        "--slope",
+        str(args.slope),
+        "--json",
+        str(out_dir / "peers.json"),
+    ]
     if peers_supports_meta(args.peers):
         cmd += ["--meta", str(out_dir / "peers-meta.json")]
     if args.device == "cpu":
@@ -217,8 +279,10 @@ def collect(args, shapes, out_dir):
                 rc, rejected = run_ours(args, shape, out_dir, precision)
                 problems += rejected
                 if rc == 1:
-                    problems.append(f"{shape}: the perf program ({precision}) exited with 1: a path "
-                                    "failed its accuracy check or was refused (see its output)")
+                    problems.append(
+                        f"{shape}: the perf program ({precision}) exited with 1: a path "
+                        "failed its accuracy check or was refused (see its output)"
+                    )
                 elif rc != 0:
                     problems.append(f"{shape}: the perf program ({precision}) exited with {rc}")
             if path.exists():
@@ -252,13 +316,20 @@ def write_csv(rows, path, columns):
 
 
 def write_json(summary, path, args):
-    meta = dict(multiplier=args.mult, slope=args.slope, device=args.device,
-                peak_tflops=args.peak_tflops, bandwidth_tbs=args.bandwidth_tbs,
-                reference_peer=report.REFERENCE_PEER, auto_slack=report.AUTO_SLACK)
+    meta = dict(
+        multiplier=args.mult,
+        slope=args.slope,
+        device=args.device,
+        peak_tflops=args.peak_tflops,
+        bandwidth_tbs=args.bandwidth_tbs,
+        reference_peer=report.REFERENCE_PEER,
+        auto_slack=report.AUTO_SLACK,
+    )
     path.write_text(json.dumps(dict(config=meta, summary=summary), indent=1) + "\n")
 
 
 # ------------------------------------------------------------------------- metadata
+
 
 def quiet(cmd, env=None):
     """A command's stdout, or None when it cannot run."""
@@ -281,8 +352,9 @@ def machine(args, peers_meta):
         pass
     info = dict(kind="gpu" if args.device == "cuda" else "cpu", cpu=cpu, cores=os.cpu_count())
     if args.device == "cuda":
-        smi = quiet(["nvidia-smi", "--query-gpu=name,driver_version,memory.total",
-                     "--format=csv,noheader"])
+        smi = quiet(
+            ["nvidia-smi", "--query-gpu=name,driver_version,memory.total", "--format=csv,noheader"]
+        )
         gpus = [g.strip() for g in smi.splitlines() if g.strip()] if smi else []
         name = gpus[0].split(",")[0].strip() if gpus else (peers_meta or {}).get("gpu")
         info.update(name=name, gpus=gpus or None)
@@ -322,29 +394,49 @@ def metadata(args, shapes, configs, problems, summary):
         date=datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
         machine=machine(args, peers_meta),
         command=shlex.join([Path(sys.executable).name] + sys.argv),
-        no_run=args.no_run, device=args.device,
+        no_run=args.no_run,
+        device=args.device,
         threads=args.threads if args.device == "cpu" else None,
-        sweep=args.sweep_name, shapes=shapes, precisions=precisions(args),
+        sweep=args.sweep_name,
+        shapes=shapes,
+        precisions=precisions(args),
         planning=args.planning,
         paths={p: PATHS[args.device].get(p) for p in precisions(args)},
         perf_args=(HOST_PERF_ARGS if args.device == "cpu" else []) + shlex.split(args.perf_args),
         peers_args=args.peers_args,
-        kokkos={k: first.get(k) for k in ("kokkos_version", "execution_space", "memory_space",
-                                          "concurrency")},
+        kokkos={
+            k: first.get(k)
+            for k in ("kokkos_version", "execution_space", "memory_space", "concurrency")
+        },
         fused_linear_version=first.get("fused_linear_version"),
-        timing=dict(ours=dict(reps=reps, warmup=sorted({c.get("warmup") for c in configs
-                                                         if c.get("warmup") is not None}),
-                              order="random-order rounds"),
-                    peers=None if peers_meta is None else
-                    {k: peers_meta.get(k) for k in ("reps", "warmup", "order", "timing")}),
-        torch=None if peers_meta is None else
-        {k: peers_meta.get(k) for k in ("torch_version", "cuda", "threads", "blas_info",
-                                        "blas_loaded")},
+        timing=dict(
+            ours=dict(
+                reps=reps,
+                warmup=sorted({c.get("warmup") for c in configs if c.get("warmup") is not None}),
+                order="random-order rounds",
+            ),
+            peers=None
+            if peers_meta is None
+            else {k: peers_meta.get(k) for k in ("reps", "warmup", "order", "timing")},
+        ),
+        torch=None
+        if peers_meta is None
+        else {
+            k: peers_meta.get(k)
+            for k in ("torch_version", "cuda", "threads", "blas_info", "blas_loaded")
+        },
         host_blas=host_blas(args) if args.device == "cpu" and not args.no_run else None,
-        env={k: args.env.get(k) for k in ("OMP_NUM_THREADS", "OMP_PROC_BIND", "LD_LIBRARY_PATH")
-             + BLAS_THREAD_VARIABLES if args.env.get(k)} if args.device == "cpu" else None,
-        git_commit=commit, git_dirty=dirty,
-        multiplier=args.mult, slope=args.slope,
+        env={
+            k: args.env.get(k)
+            for k in ("OMP_NUM_THREADS", "OMP_PROC_BIND", "LD_LIBRARY_PATH") + BLAS_THREAD_VARIABLES
+            if args.env.get(k)
+        }
+        if args.device == "cpu"
+        else None,
+        git_commit=commit,
+        git_dirty=dirty,
+        multiplier=args.mult,
+        slope=args.slope,
         flagged=sum(1 for s in summary if s["flags"]),
         problems=problems,
     )
@@ -352,56 +444,116 @@ def metadata(args, shapes, configs, problems, summary):
 
 # ------------------------------------------------------------------------- main
 
+
 def parse_args(argv=None):
-    p = argparse.ArgumentParser(description="FusedLinear against PyTorch, shape by shape, on one "
-                                "device in one job (see the top of this file).")
-    p.add_argument("shapes", nargs="*", type=shape_arg,
-                   help="shapes MxKxN (nn.Linear: X [M,K], W [N,K])")
-    p.add_argument("--sweep", nargs="?", const="default", metavar="NAME",
-                   help="add a named sweep: " + ", ".join(f"{k} ({len(v)} shapes)" for k, v in SWEEPS.items())
-                   + "; SWEEPS in this file lists them. Alone: the device's default, gpu on cuda, "
-                   "host on cpu")
-    p.add_argument("--device", choices=["cuda", "cpu"], default="cuda",
-                   help="cuda (default): the GPU; cpu: the host, our OpenMP build and PyTorch on "
-                        "the CPU")
-    p.add_argument("--threads", type=int, default=None,
-                   help="host threads (--device cpu; default: all cores): OMP_NUM_THREADS and "
-                        "the BLAS thread variables for both programs, --threads for the peers")
-    p.add_argument("--blas-dir", type=Path, default=None,
-                   help="host: a folder with the libblas.so.3 to use (prepended to "
-                        "LD_LIBRARY_PATH for the perf program and the peers alike), e.g. "
-                        "/usr/lib/x86_64-linux-gnu/openblas-pthread")
-    p.add_argument("--perf", type=Path, default=None,
-                   help="the perf program (default: build/cuda/perf/fused_linear_perf, or "
-                        "build/host/perf/fused_linear_perf with --device cpu)")
-    p.add_argument("--peers", type=Path, default=HERE / "torch_peers.py",
-                   help="the PyTorch peers script (default: %(default)s)")
-    p.add_argument("--no-peers", dest="peers", action="store_const", const=None,
-                   help="run no peers (no vs-ref column)")
-    p.add_argument("--peers-python", default=sys.executable,
-                   help="the Python that has torch, for the peers (default: this one)")
-    p.add_argument("--perf-args", default="", help="more arguments for the perf program, e.g. "
-                   "\"--reps 50\"")
-    p.add_argument("--peers-args", default="", help="more arguments for the peers script, e.g. "
-                   "\"--compile none\"")
+    p = argparse.ArgumentParser(
+        description="FusedLinear against PyTorch, shape by shape, on one "
+        "device in one job (see the top of this file)."
+    )
+    p.add_argument(
+        "shapes", nargs="*", type=shape_arg, help="shapes MxKxN (nn.Linear: X [M,K], W [N,K])"
+    )
+    p.add_argument(
+        "--sweep",
+        nargs="?",
+        const="default",
+        metavar="NAME",
+        help="add a named sweep: "
+        + ", ".join(f"{k} ({len(v)} shapes)" for k, v in SWEEPS.items())
+        + "; SWEEPS in this file lists them. Alone: the device's default, gpu on cuda, "
+        "host on cpu",
+    )
+    p.add_argument(
+        "--device",
+        choices=["cuda", "cpu"],
+        default="cuda",
+        help="cuda (default): the GPU; cpu: the host, our OpenMP build and PyTorch on " "the CPU",
+    )
+    p.add_argument(
+        "--threads",
+        type=int,
+        default=None,
+        help="host threads (--device cpu; default: all cores): OMP_NUM_THREADS and "
+        "the BLAS thread variables for both programs, --threads for the peers",
+    )
+    p.add_argument(
+        "--blas-dir",
+        type=Path,
+        default=None,
+        help="host: a folder with the libblas.so.3 to use (prepended to "
+        "LD_LIBRARY_PATH for the perf program and the peers alike), e.g. "
+        "/usr/lib/x86_64-linux-gnu/openblas-pthread",
+    )
+    p.add_argument(
+        "--perf",
+        type=Path,
+        default=None,
+        help="the perf program (default: build/cuda/perf/fused_linear_perf, or "
+        "build/host/perf/fused_linear_perf with --device cpu)",
+    )
+    p.add_argument(
+        "--peers",
+        type=Path,
+        default=HERE / "torch_peers.py",
+        help="the PyTorch peers script (default: %(default)s)",
+    )
+    p.add_argument(
+        "--no-peers",
+        dest="peers",
+        action="store_const",
+        const=None,
+        help="run no peers (no vs-ref column)",
+    )
+    p.add_argument(
+        "--peers-python",
+        default=sys.executable,
+        help="the Python that has torch, for the peers (default: this one)",
+    )
+    p.add_argument(
+        "--perf-args", default="", help="more arguments for the perf program, e.g. " '"--reps 50"'
+    )
+    p.add_argument(
+        "--peers-args",
+        default="",
+        help="more arguments for the peers script, e.g. " '"--compile none"',
+    )
     p.add_argument("--mult", type=float, default=2.0, help="multiplier (default 2.0)")
     p.add_argument("--slope", type=float, default=0.1, help="LeakyReLU slope (default 0.1)")
-    p.add_argument("--planning", choices=["estimate", "measure", "both"], default="estimate",
-                   help="how the perf program's plans choose: estimate (default, auto's rule), "
-                        "measure (Planning::Measure) or both (auto also measured, in the same "
-                        "rounds)")
-    p.add_argument("--tf32", action="store_true",
-                   help="also time the tf32 and 3xtf32 precisions (CUDA builds)")
-    p.add_argument("--out", type=Path, default=Path("perf_results"),
-                   help="output folder (default: %(default)s)")
-    p.add_argument("--peak-tflops", type=float, default=None,
-                   help="fp32 peak for the plot (default: 67, the H100/H200 SXM's; host: 0.3, "
-                        "rough)")
-    p.add_argument("--bandwidth-tbs", type=float, default=None,
-                   help="memory bandwidth for the plot's roofline (default: 4.3, measured on "
-                        "the H200; host: 0.02, rough)")
-    p.add_argument("--no-run", action="store_true",
-                   help="run nothing: tabulate and plot the JSON already in --out")
+    p.add_argument(
+        "--planning",
+        choices=["estimate", "measure", "both"],
+        default="estimate",
+        help="how the perf program's plans choose: estimate (default, auto's rule), "
+        "measure (Planning::Measure) or both (auto also measured, in the same "
+        "rounds)",
+    )
+    p.add_argument(
+        "--tf32", action="store_true", help="also time the tf32 and 3xtf32 precisions (CUDA builds)"
+    )
+    p.add_argument(
+        "--out",
+        type=Path,
+        default=Path("perf_results"),
+        help="output folder (default: %(default)s)",
+    )
+    p.add_argument(
+        "--peak-tflops",
+        type=float,
+        default=None,
+        help="fp32 peak for the plot (default: 67, the H100/H200 SXM's; host: 0.3, " "rough)",
+    )
+    p.add_argument(
+        "--bandwidth-tbs",
+        type=float,
+        default=None,
+        help="memory bandwidth for the plot's roofline (default: 4.3, measured on "
+        "the H200; host: 0.02, rough)",
+    )
+    p.add_argument(
+        "--no-run",
+        action="store_true",
+        help="run nothing: tabulate and plot the JSON already in --out",
+    )
     args = p.parse_args(argv)
 
     # `--sweep SHAPE ...`: the first shape was taken as the sweep's name.
@@ -427,7 +579,11 @@ def parse_args(argv=None):
     if args.device == "cpu" and args.threads is None:
         args.threads = os.cpu_count() or 1
     if args.perf is None:
-        args.perf = REPO / ("build/host" if args.device == "cpu" else "build/cuda") / "perf/fused_linear_perf"
+        args.perf = (
+            REPO
+            / ("build/host" if args.device == "cpu" else "build/cuda")
+            / "perf/fused_linear_perf"
+        )
     peak, bandwidth = PLOT_DEFAULTS[args.device]
     args.rough_roofline = args.device == "cpu" and args.peak_tflops is None
     args.peak_tflops = peak if args.peak_tflops is None else args.peak_tflops
@@ -438,11 +594,15 @@ def parse_args(argv=None):
     # build OPENBLAS_NUM_THREADS, BLIS BLIS_NUM_THREADS), threads free to move.
     env = dict(os.environ)
     if args.device == "cpu":
-        env.update(OMP_NUM_THREADS=str(args.threads), OMP_PROC_BIND="false",
-                   **{v: str(args.threads) for v in BLAS_THREAD_VARIABLES})
+        env.update(
+            OMP_NUM_THREADS=str(args.threads),
+            OMP_PROC_BIND="false",
+            **{v: str(args.threads) for v in BLAS_THREAD_VARIABLES},
+        )
         if args.blas_dir is not None:
             env["LD_LIBRARY_PATH"] = str(args.blas_dir) + (
-                ":" + env["LD_LIBRARY_PATH"] if env.get("LD_LIBRARY_PATH") else "")
+                ":" + env["LD_LIBRARY_PATH"] if env.get("LD_LIBRARY_PATH") else ""
+            )
     args.env = env
 
     if not args.no_run:
@@ -466,9 +626,12 @@ def main(argv=None):
     print(report.table(rows, shapes), flush=True)
     print(flush=True)
     if summary:
-        print(f"auto against the best path meeting the floor (flagged: more than "
-              f"{report.AUTO_SLACK:.0%} behind it, slower than the eager reference, or 3xtf32 "
-              "slower than strict auto):", flush=True)
+        print(
+            f"auto against the best path meeting the floor (flagged: more than "
+            f"{report.AUTO_SLACK:.0%} behind it, slower than the eager reference, or 3xtf32 "
+            "slower than strict auto):",
+            flush=True,
+        )
         print(report.summary_table(summary), flush=True)
         for line in report.summary_lines(summary):
             log(line)
@@ -483,15 +646,26 @@ def main(argv=None):
         # Re-tabulating: the run's own metadata stays (date, machine, command); what changed is
         # the summary, and when and how it was re-tabulated.
         meta = json.loads(meta_path.read_text())
-        meta.update(flagged=sum(1 for s in summary if s["flags"]), retabulated=dict(
-            date=datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
-            command=shlex.join([Path(sys.executable).name] + sys.argv), problems=problems))
+        meta.update(
+            flagged=sum(1 for s in summary if s["flags"]),
+            retabulated=dict(
+                date=datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
+                command=shlex.join([Path(sys.executable).name] + sys.argv),
+                problems=problems,
+            ),
+        )
     else:
         meta = metadata(args, shapes, configs, problems, summary)
     meta_path.write_text(json.dumps(meta, indent=1) + "\n")
     written = ["run.csv", "compare-summary.csv", "compare.json", "compare-meta.json"]
-    if report.plot(rows, shapes, args.out / "compare.png", args.peak_tflops, args.bandwidth_tbs,
-                   args.rough_roofline):
+    if report.plot(
+        rows,
+        shapes,
+        args.out / "compare.png",
+        args.peak_tflops,
+        args.bandwidth_tbs,
+        args.rough_roofline,
+    ):
         written.append("compare.png")
     else:
         log("matplotlib is not installed: no plot (re-run with --no-run where it is)")

@@ -52,7 +52,6 @@ import sys
 import time
 
 import torch
-import torch.nn.functional as F
 
 from compare import SWEEPS  # the host sweep's shapes, beside this file
 from tuning.names import dims_arg
@@ -61,8 +60,9 @@ try:
     import fused_linear
     from fused_linear.reference import Model
 except ImportError as e:  # the usual cause: <build>/python not on PYTHONPATH
-    sys.exit(f"kernelbench_eval: cannot import fused_linear ({e}); run with "
-             "PYTHONPATH=<build>/python")
+    sys.exit(
+        f"kernelbench_eval: cannot import fused_linear ({e}); run with " "PYTHONPATH=<build>/python"
+    )
 
 
 # ------------------------------------------------------------------ the problem, as KernelBench
@@ -70,19 +70,38 @@ except ImportError as e:  # the usual cause: <build>/python not on PYTHONPATH
 def model_new_class(precision, algorithm="auto"):
     class ModelNew(fused_linear.FusedLinearLeakyReLU):
         def __init__(self, in_features, out_features, multiplier, negative_slope):
-            super().__init__(in_features, out_features, multiplier, negative_slope,
-                             precision=precision, algorithm=algorithm)
+            super().__init__(
+                in_features,
+                out_features,
+                multiplier,
+                negative_slope,
+                precision=precision,
+                algorithm=algorithm,
+            )
+
     ModelNew.__name__ = f"ModelNew[{precision}@{algorithm}]"
     return ModelNew
 
 
 PROBLEMS = {
     # KernelBench's current size of level 2 "Gemm_Multiply_LeakyReLU" and its inputs.
-    "seed": dict(batch=1024, in_features=8192, out_features=8192, multiplier=2.0,
-                 negative_slope=0.1, inputs="rand"),
+    "seed": dict(
+        batch=1024,
+        in_features=8192,
+        out_features=8192,
+        multiplier=2.0,
+        negative_slope=0.1,
+        inputs="rand",
+    ),
     # The earlier size of the same problem.
-    "earlier": dict(batch=128, in_features=1024, out_features=512, multiplier=2.0,
-                    negative_slope=0.1, inputs="randn"),
+    "earlier": dict(
+        batch=128,
+        in_features=1024,
+        out_features=512,
+        multiplier=2.0,
+        negative_slope=0.1,
+        inputs="randn",
+    ),
 }
 
 
@@ -114,7 +133,7 @@ def synchronize(device):
 # ------------------------------------------------------------------ correctness
 def check_correctness(model, model_new, p, device, trials, atol, rtol):
     torch.manual_seed(42)
-    seeds = [int(torch.randint(0, 2 ** 32 - 1, (1,)).item()) for _ in range(trials)]
+    seeds = [int(torch.randint(0, 2**32 - 1, (1,)).item()) for _ in range(trials)]
     results = []
     for seed in seeds:
         set_seed(seed, device)
@@ -124,14 +143,24 @@ def check_correctness(model, model_new, p, device, trials, atol, rtol):
             new = model_new(*inputs)
         synchronize(device)
         if ref.shape != new.shape:
-            results.append(dict(seed=seed, passed=False, error=f"shape {tuple(new.shape)} != "
-                                f"{tuple(ref.shape)}"))
+            results.append(
+                dict(
+                    seed=seed,
+                    passed=False,
+                    error=f"shape {tuple(new.shape)} != " f"{tuple(ref.shape)}",
+                )
+            )
             continue
         diff = (ref - new).abs()
-        results.append(dict(seed=seed,
-                            passed=bool(torch.allclose(ref, new, atol=atol, rtol=rtol)),
-                            max_abs_diff=float(diff.max()), mean_abs_diff=float(diff.mean()),
-                            nan=bool(torch.isnan(new).any())))
+        results.append(
+            dict(
+                seed=seed,
+                passed=bool(torch.allclose(ref, new, atol=atol, rtol=rtol)),
+                max_abs_diff=float(diff.max()),
+                mean_abs_diff=float(diff.mean()),
+                nan=bool(torch.isnan(new).any()),
+            )
+        )
     return results
 
 
@@ -141,7 +170,7 @@ class L2Flush:
     than an H200's 50 MB L2 several times over)."""
 
     def __init__(self, device, megabytes):
-        n = max(1, int(megabytes * 2 ** 20) // 8)
+        n = max(1, int(megabytes * 2**20) // 8)
         self.buffer = torch.empty(n, dtype=torch.int64, device=device) if megabytes > 0 else None
 
     def __call__(self):
@@ -176,8 +205,13 @@ def time_model(fn, inputs, device, warmup, calls, flush):
 
 
 def summary(times):
-    return dict(mean_ms=statistics.fmean(times), std_ms=statistics.pstdev(times),
-                min_ms=min(times), max_ms=max(times), calls=len(times))
+    return dict(
+        mean_ms=statistics.fmean(times),
+        std_ms=statistics.pstdev(times),
+        min_ms=min(times),
+        max_ms=max(times),
+        calls=len(times),
+    )
 
 
 def time_models(models, inputs, device, warmup, calls, flush, rounds):
@@ -190,12 +224,13 @@ def time_models(models, inputs, device, warmup, calls, flush, rounds):
     errors = {}
     names = list(models)
     for r in range(rounds):
-        for name in names[r % len(names):] + names[:r % len(names)]:
+        for name in names[r % len(names) :] + names[: r % len(names)]:
             if name in errors:
                 continue
             try:
-                times[name] += time_model(models[name], inputs, device,
-                                          warmup if r == 0 else 0, kept + 1, flush)
+                times[name] += time_model(
+                    models[name], inputs, device, warmup if r == 0 else 0, kept + 1, flush
+                )
             except Exception as e:  # noqa: BLE001  (reported, the rest still runs)
                 errors[name] = dict(error=f"{type(e).__name__}: {e}")
     return {name: errors.get(name) or summary(times[name]) for name in models}
@@ -232,31 +267,47 @@ def measure_overhead(shape, device, precision, rounds, iters):
         for _ in range(rounds):
             for sync, label in ((True, "latency"), (False, "enqueue")):
                 for mode in ("plan", "oneshot", "op"):
-                    t = torch.ops.fused_linear._time_calls(x, w, b, 2.0, 0.1, precision, "auto",
-                                                           mode, iters, sync)
-                    per_round.setdefault((mode, label), []).append(
-                        statistics.median(t.tolist()))
+                    t = torch.ops.fused_linear._time_calls(
+                        x, w, b, 2.0, 0.1, precision, "auto", mode, iters, sync
+                    )
+                    per_round.setdefault((mode, label), []).append(statistics.median(t.tolist()))
                 for mode, fn in python_modes.items():
                     per_round.setdefault((mode, label), []).append(
-                        statistics.median(python_calls(fn, sync)))
+                        statistics.median(python_calls(fn, sync))
+                    )
     rows = []
     for label in ("latency", "enqueue"):
         floor = statistics.median(per_round[("plan", label)])
         for mode in ("plan", "oneshot", "op", "op from Python", "module from Python"):
             us = statistics.median(per_round[(mode, label)])
-            rows.append(dict(shape=f"{m}x{k}x{n}", precision=precision, timing=label,
-                             mode=mode, median_us=us, overhead_vs_plan_us=us - floor,
-                             rounds=rounds, iters=iters))
+            rows.append(
+                dict(
+                    shape=f"{m}x{k}x{n}",
+                    precision=precision,
+                    timing=label,
+                    mode=mode,
+                    median_us=us,
+                    overhead_vs_plan_us=us - floor,
+                    rounds=rounds,
+                    iters=iters,
+                )
+            )
     return rows
 
 
 # ------------------------------------------------------------------ driver
 def environment(device, args):
-    env = dict(torch=torch.__version__, python=platform.python_version(),
-               platform=platform.platform(), device=str(device),
-               allow_tf32_matmul=bool(torch.backends.cuda.matmul.allow_tf32),
-               threads=torch.get_num_threads(), fused_linear=fused_linear.status(),
-               argv=sys.argv[1:], commit=os.environ.get("FUSED_LINEAR_COMMIT", ""))
+    env = dict(
+        torch=torch.__version__,
+        python=platform.python_version(),
+        platform=platform.platform(),
+        device=str(device),
+        allow_tf32_matmul=bool(torch.backends.cuda.matmul.allow_tf32),
+        threads=torch.get_num_threads(),
+        fused_linear=fused_linear.status(),
+        argv=sys.argv[1:],
+        commit=os.environ.get("FUSED_LINEAR_COMMIT", ""),
+    )
     if device.type == "cuda":
         env["gpu"] = torch.cuda.get_device_name(device)
         env["cuda"] = torch.version.cuda
@@ -264,33 +315,47 @@ def environment(device, args):
 
 
 def main():
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
-                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = argparse.ArgumentParser(
+        description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     ap.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     ap.add_argument("--problems", default="seed,earlier", help="comma list of seed, earlier")
-    ap.add_argument("--precisions", default="strict,3xtf32,tf32",
-                    help="comma list of precisions, each optionally @algorithm (e.g. "
-                         "strict@vendor_lt) to time one path instead of auto")
+    ap.add_argument(
+        "--precisions",
+        default="strict,3xtf32,tf32",
+        help="comma list of precisions, each optionally @algorithm (e.g. "
+        "strict@vendor_lt) to time one path instead of auto",
+    )
     ap.add_argument("--trials", type=int, default=5, help="correctness trials")
     ap.add_argument("--atol", type=float, default=1e-4)
     ap.add_argument("--rtol", type=float, default=1e-4)
     ap.add_argument("--warmup", type=int, default=3)
     ap.add_argument("--calls", type=int, default=101, help="timed calls (the first discarded)")
     ap.add_argument("--flush-mb", type=float, default=256.0)
-    ap.add_argument("--rounds", type=int, default=5,
-                    help="interleaved timing rounds (1: each model's calls in one block, "
-                         "KernelBench's order)")
+    ap.add_argument(
+        "--rounds",
+        type=int,
+        default=5,
+        help="interleaved timing rounds (1: each model's calls in one block, "
+        "KernelBench's order)",
+    )
     ap.add_argument("--no-compile", action="store_true", help="leave out torch.compile(Model)")
     ap.add_argument("--overhead-shape", type=dims_arg, default=(128, 1024, 512))
     ap.add_argument("--overhead-precisions", default="strict")
     ap.add_argument("--overhead-rounds", type=int, default=5)
     ap.add_argument("--overhead-iters", type=int, default=500)
     ap.add_argument("--threads", type=int, default=0, help="torch.set_num_threads (CPU)")
-    ap.add_argument("--host-sweep", action="store_true",
-                    help="instead of the evaluation: the CPU op (the module) beside the eager "
-                         "reference at the host sweep's shapes (perf/compare.py), same threads")
-    ap.add_argument("--smoke", action="store_true",
-                    help="CPU, the earlier problem, 2 trials, 11 calls, 16 MB flush, short overhead")
+    ap.add_argument(
+        "--host-sweep",
+        action="store_true",
+        help="instead of the evaluation: the CPU op (the module) beside the eager "
+        "reference at the host sweep's shapes (perf/compare.py), same threads",
+    )
+    ap.add_argument(
+        "--smoke",
+        action="store_true",
+        help="CPU, the earlier problem, 2 trials, 11 calls, 16 MB flush, short overhead",
+    )
     ap.add_argument("--out", required=True, help="output folder")
     args = ap.parse_args()
     if args.smoke:
@@ -312,8 +377,11 @@ def main():
     flush = L2Flush(device, args.flush_mb)
 
     env = environment(device, args)
-    print(f"# torch {env['torch']} on {env.get('gpu', device)}; allow_tf32(matmul) "
-          f"{env['allow_tf32_matmul']}; fused_linear {env['fused_linear']}", flush=True)
+    print(
+        f"# torch {env['torch']} on {env.get('gpu', device)}; allow_tf32(matmul) "
+        f"{env['allow_tf32_matmul']}; fused_linear {env['fused_linear']}",
+        flush=True,
+    )
     rows, details = [], []
     for name in problems:
         p = PROBLEMS[name]
@@ -329,69 +397,123 @@ def main():
             precision, _, algorithm = entry.partition("@")
             algorithm = algorithm or "auto"
             model_new = build(model_new_class(precision, algorithm), p, device).eval()
-            trials = check_correctness(model, model_new, p, device, args.trials, args.atol,
-                                       args.rtol)
-            info = fused_linear.run_info(timing_inputs[0], model_new.gemm.weight.detach(),
-                                         model_new.gemm.bias.detach(), p["multiplier"],
-                                         p["negative_slope"], precision, algorithm)
+            trials = check_correctness(
+                model, model_new, p, device, args.trials, args.atol, args.rtol
+            )
+            info = fused_linear.run_info(
+                timing_inputs[0],
+                model_new.gemm.weight.detach(),
+                model_new.gemm.bias.detach(),
+                p["multiplier"],
+                p["negative_slope"],
+                precision,
+                algorithm,
+            )
             models[entry] = model_new
             entries.append((entry, precision, algorithm, trials, info))
-        timed = time_models(models, timing_inputs, device, args.warmup, args.calls, flush,
-                            args.rounds)
-        baselines = {"eager": timed["eager"], "compile": timed.get("compile") or dict(
-            error="torch.compile unavailable (PyTorch < 2.0) or --no-compile")}
+        timed = time_models(
+            models, timing_inputs, device, args.warmup, args.calls, flush, args.rounds
+        )
+        baselines = {
+            "eager": timed["eager"],
+            "compile": timed.get("compile")
+            or dict(error="torch.compile unavailable (PyTorch < 2.0) or --no-compile"),
+        }
         for impl, t in baselines.items():
-            rows.append(dict(problem=name, shape=shape, impl=f"Model {impl}", precision="strict",
-                             correct="", max_abs_diff="", mean_abs_diff="", **timing_cols(t),
-                             speedup_vs_eager="", speedup_vs_compile=""))
+            rows.append(
+                dict(
+                    problem=name,
+                    shape=shape,
+                    impl=f"Model {impl}",
+                    precision="strict",
+                    correct="",
+                    max_abs_diff="",
+                    mean_abs_diff="",
+                    **timing_cols(t),
+                    speedup_vs_eager="",
+                    speedup_vs_compile="",
+                )
+            )
         for entry, precision, algorithm, trials, info in entries:
             t = timed[entry]
             passed = sum(r["passed"] for r in trials)
-            row = dict(problem=name, shape=shape,
-                       impl="ModelNew" if algorithm == "auto" else f"ModelNew {algorithm}",
-                       precision=precision,
-                       correct=f"{passed}/{len(trials)}",
-                       max_abs_diff=max(r.get("max_abs_diff", math.inf) for r in trials),
-                       mean_abs_diff=statistics.fmean(r.get("mean_abs_diff", math.inf)
-                                                      for r in trials),
-                       **timing_cols(t),
-                       speedup_vs_eager=ratio(baselines["eager"], t),
-                       speedup_vs_compile=ratio(baselines["compile"], t))
+            row = dict(
+                problem=name,
+                shape=shape,
+                impl="ModelNew" if algorithm == "auto" else f"ModelNew {algorithm}",
+                precision=precision,
+                correct=f"{passed}/{len(trials)}",
+                max_abs_diff=max(r.get("max_abs_diff", math.inf) for r in trials),
+                mean_abs_diff=statistics.fmean(r.get("mean_abs_diff", math.inf) for r in trials),
+                **timing_cols(t),
+                speedup_vs_eager=ratio(baselines["eager"], t),
+                speedup_vs_compile=ratio(baselines["compile"], t),
+            )
             rows.append(row)
-            details.append(dict(problem=name, precision=precision, algorithm=algorithm,
-                                trials=trials, timing=t,
-                                run_info=info))
-            print(f"{name:8s} {shape:18s} {entry:16s} correct {row['correct']} "
-                  f"max|diff| {row['max_abs_diff']:.3g}  {t.get('mean_ms', math.nan):.4f} ms "
-                  f"(std {t.get('std_ms', math.nan):.4f})  x{fmt(row['speedup_vs_eager'])} eager "
-                  f"x{fmt(row['speedup_vs_compile'])} compile  [{info['algorithm']}, "
-                  f"{info['precision']}] {t.get('error', '')}", flush=True)
+            details.append(
+                dict(
+                    problem=name,
+                    precision=precision,
+                    algorithm=algorithm,
+                    trials=trials,
+                    timing=t,
+                    run_info=info,
+                )
+            )
+            print(
+                f"{name:8s} {shape:18s} {entry:16s} correct {row['correct']} "
+                f"max|diff| {row['max_abs_diff']:.3g}  {t.get('mean_ms', math.nan):.4f} ms "
+                f"(std {t.get('std_ms', math.nan):.4f})  x{fmt(row['speedup_vs_eager'])} eager "
+                f"x{fmt(row['speedup_vs_compile'])} compile  [{info['algorithm']}, "
+                f"{info['precision']}] {t.get('error', '')}",
+                flush=True,
+            )
         details.append(dict(problem=name, baselines=baselines))
         for impl, t in baselines.items():
             if "mean_ms" in t:
-                print(f"{name:8s} {shape:18s} Model {impl:7s} {t['mean_ms']:.4f} ms "
-                      f"(std {t['std_ms']:.4f})", flush=True)
+                print(
+                    f"{name:8s} {shape:18s} Model {impl:7s} {t['mean_ms']:.4f} ms "
+                    f"(std {t['std_ms']:.4f})",
+                    flush=True,
+                )
             else:
                 print(f"{name:8s} {shape:18s} Model {impl}: {t['error']}", flush=True)
 
     overhead = []
     for precision in [s for s in args.overhead_precisions.split(",") if s]:
-        overhead += measure_overhead(args.overhead_shape, device, precision,
-                                     args.overhead_rounds, args.overhead_iters)
+        overhead += measure_overhead(
+            args.overhead_shape, device, precision, args.overhead_rounds, args.overhead_iters
+        )
     for r in overhead:
-        print(f"overhead {r['shape']} {r['precision']:7s} {r['timing']:8s} {r['mode']:20s} "
-              f"{r['median_us']:9.2f} us  ({r['overhead_vs_plan_us']:+.2f} us vs Plan::execute)",
-              flush=True)
+        print(
+            f"overhead {r['shape']} {r['precision']:7s} {r['timing']:8s} {r['mode']:20s} "
+            f"{r['median_us']:9.2f} us  ({r['overhead_vs_plan_us']:+.2f} us vs Plan::execute)",
+            flush=True,
+        )
 
     env["fused_linear"] = fused_linear.status()  # after the runs: what Kokkos ran on
     with open(os.path.join(args.out, "kernelbench.json"), "w") as f:
-        json.dump(dict(environment=env, method=dict(trials=args.trials, atol=args.atol,
-                                                    rtol=args.rtol, warmup=args.warmup,
-                                                    calls=args.calls, rounds=args.rounds,
-                                                    discarded_per_round=1,
-                                                    flush_mb=args.flush_mb),
-                       rows=rows, details=details, overhead=overhead), f, indent=1,
-                  default=str)
+        json.dump(
+            dict(
+                environment=env,
+                method=dict(
+                    trials=args.trials,
+                    atol=args.atol,
+                    rtol=args.rtol,
+                    warmup=args.warmup,
+                    calls=args.calls,
+                    rounds=args.rounds,
+                    discarded_per_round=1,
+                    flush_mb=args.flush_mb,
+                ),
+                rows=rows,
+                details=details,
+                overhead=overhead,
+            ),
+            f,
+            indent=1,
+            default=str,
+        )
     write_csv(os.path.join(args.out, "kernelbench.csv"), rows)
     write_csv(os.path.join(args.out, "overhead.csv"), overhead)
     print(f"# wrote {args.out}/kernelbench.json, kernelbench.csv, overhead.csv")
@@ -407,35 +529,52 @@ def host_sweep(args):
     rows = []
     for shape in SWEEPS["host"]:
         m, k, n = (int(v) for v in shape.split("x"))
-        p = dict(batch=m, in_features=k, out_features=n, multiplier=2.0, negative_slope=0.1,
-                 inputs="rand")
-        models = {"eager": build(Model, p, device).eval(),
-                  "op": build(model_new_class("strict"), p, device).eval()}
+        p = dict(
+            batch=m,
+            in_features=k,
+            out_features=n,
+            multiplier=2.0,
+            negative_slope=0.1,
+            inputs="rand",
+        )
+        models = {
+            "eager": build(Model, p, device).eval(),
+            "op": build(model_new_class("strict"), p, device).eval(),
+        }
         set_seed(42, device)
         inputs = get_inputs(p)
         calls = max(6, min(args.calls, int(2e10 / (2 * m * k * n))))
         samples = {name: [] for name in models}
         for _ in range(3):
             for name, model in models.items():
-                samples[name].append(summary(time_model(model, inputs, device, 1, calls,
-                                                        flush)))
+                samples[name].append(summary(time_model(model, inputs, device, 1, calls, flush)))
         mean = {name: statistics.fmean(t["mean_ms"] for t in ts) for name, ts in samples.items()}
         low = {name: min(t["min_ms"] for t in ts) for name, ts in samples.items()}
-        info = fused_linear.run_info(inputs[0], models["op"].gemm.weight.detach(),
-                                     models["op"].gemm.bias.detach(), 2.0, 0.1)
-        row = dict(shape=shape, threads=torch.get_num_threads(), eager_mean_ms=mean["eager"],
-                   op_mean_ms=mean["op"], speedup_mean=mean["eager"] / mean["op"],
-                   eager_min_ms=low["eager"], op_min_ms=low["op"],
-                   speedup_min=low["eager"] / low["op"], algorithm=info["algorithm"],
-                   calls=3 * (calls - 1))
+        info = fused_linear.run_info(
+            inputs[0], models["op"].gemm.weight.detach(), models["op"].gemm.bias.detach(), 2.0, 0.1
+        )
+        row = dict(
+            shape=shape,
+            threads=torch.get_num_threads(),
+            eager_mean_ms=mean["eager"],
+            op_mean_ms=mean["op"],
+            speedup_mean=mean["eager"] / mean["op"],
+            eager_min_ms=low["eager"],
+            op_min_ms=low["op"],
+            speedup_min=low["eager"] / low["op"],
+            algorithm=info["algorithm"],
+            calls=3 * (calls - 1),
+        )
         rows.append(row)
-        print(f"{shape:16s} eager {row['eager_mean_ms']:9.3f} ms  op {row['op_mean_ms']:9.3f} ms  "
-              f"x{row['speedup_mean']:.2f} (minima x{row['speedup_min']:.2f})  "
-              f"[{row['algorithm']}]", flush=True)
+        print(
+            f"{shape:16s} eager {row['eager_mean_ms']:9.3f} ms  op {row['op_mean_ms']:9.3f} ms  "
+            f"x{row['speedup_mean']:.2f} (minima x{row['speedup_min']:.2f})  "
+            f"[{row['algorithm']}]",
+            flush=True,
+        )
     write_csv(os.path.join(args.out, "host_sweep.csv"), rows)
     with open(os.path.join(args.out, "host_sweep.json"), "w") as f:
-        json.dump(dict(environment=environment(device, args), rows=rows), f, indent=1,
-                  default=str)
+        json.dump(dict(environment=environment(device, args), rows=rows), f, indent=1, default=str)
     print(f"# wrote {args.out}/host_sweep.csv, host_sweep.json")
 
 
@@ -444,8 +583,9 @@ def timing_cols(t):
 
 
 def ratio(baseline, ours):
-    return baseline["mean_ms"] / ours["mean_ms"] if "mean_ms" in baseline and "mean_ms" in ours \
-        else ""
+    return (
+        baseline["mean_ms"] / ours["mean_ms"] if "mean_ms" in baseline and "mean_ms" in ours else ""
+    )
 
 
 def fmt(v):

@@ -47,33 +47,64 @@ import time
 # perf/tuning/, beside this file (and in the device bundle): standard library only.
 from tuning.names import BLAS_THREAD_VARIABLES, REFERENCE_PEER, parse_shape, shape_arg
 
-COMPILE_MODES = {"default": ["default"], "max": ["max-autotune-no-cudagraphs"],
-                 "all": ["default", "max-autotune-no-cudagraphs"], "none": []}
+COMPILE_MODES = {
+    "default": ["default"],
+    "max": ["max-autotune-no-cudagraphs"],
+    "all": ["default", "max-autotune-no-cudagraphs"],
+    "none": [],
+}
 
 
 def parse_args(argv=None):
-    p = argparse.ArgumentParser(description="PyTorch peers of FusedLinear's layer, timed and "
-                                "checked as the perf program times and checks ours.",
-                                formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("shapes", nargs="*", default=["1024x8192x8192"],
-                   help="shapes MxKxN (X [M,K], W [N,K]); default 1024x8192x8192")
+    p = argparse.ArgumentParser(
+        description="PyTorch peers of FusedLinear's layer, timed and "
+        "checked as the perf program times and checks ours.",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    p.add_argument(
+        "shapes",
+        nargs="*",
+        default=["1024x8192x8192"],
+        help="shapes MxKxN (X [M,K], W [N,K]); default 1024x8192x8192",
+    )
     p.add_argument("--mult", type=float, default=2.0, help="multiplier (default 2.0)")
     p.add_argument("--slope", type=float, default=0.1, help="LeakyReLU slope (default 0.1)")
     p.add_argument("--device", choices=["cuda", "cpu"], default="cuda")
-    p.add_argument("--threads", type=int, default=0,
-                   help="CPU threads (--device cpu; 0: torch's default)")
-    p.add_argument("--compile", choices=sorted(COMPILE_MODES), default="default",
-                   help="torch.compile modes timed on GPUs (default: default; max = "
-                        "max-autotune-no-cudagraphs; all = both)")
-    p.add_argument("--reps", type=int, default=None,
-                   help="timed calls per peer (default 30 on cuda, 10 on cpu)")
-    p.add_argument("--warmup", type=int, default=None,
-                   help="untimed calls per peer before timing (default 5 on cuda, 2 on cpu)")
-    p.add_argument("--seed", type=int, default=0, help="random seed of inputs and order (default 0)")
-    p.add_argument("--sequential", action="store_true",
-                   help="time each peer's calls back to back instead of in random-order rounds")
-    p.add_argument("--verbose", action="store_true",
-                   help="keep torch.compile's own log messages (autotuning choices that fail)")
+    p.add_argument(
+        "--threads", type=int, default=0, help="CPU threads (--device cpu; 0: torch's default)"
+    )
+    p.add_argument(
+        "--compile",
+        choices=sorted(COMPILE_MODES),
+        default="default",
+        help="torch.compile modes timed on GPUs (default: default; max = "
+        "max-autotune-no-cudagraphs; all = both)",
+    )
+    p.add_argument(
+        "--reps",
+        type=int,
+        default=None,
+        help="timed calls per peer (default 30 on cuda, 10 on cpu)",
+    )
+    p.add_argument(
+        "--warmup",
+        type=int,
+        default=None,
+        help="untimed calls per peer before timing (default 5 on cuda, 2 on cpu)",
+    )
+    p.add_argument(
+        "--seed", type=int, default=0, help="random seed of inputs and order (default 0)"
+    )
+    p.add_argument(
+        "--sequential",
+        action="store_true",
+        help="time each peer's calls back to back instead of in random-order rounds",
+    )
+    p.add_argument(
+        "--verbose",
+        action="store_true",
+        help="keep torch.compile's own log messages (autotuning choices that fail)",
+    )
     p.add_argument("--json", help="write the rows to this file")
     p.add_argument("--meta", help="write what ran (torch, device, BLAS, threads, method) here")
     a = p.parse_args(argv)
@@ -104,6 +135,7 @@ def log(text):
 
 # ------------------------------------------------------------------------- what runs where
 
+
 def loaded_blas_libraries():
     """BLAS/LAPACK shared objects mapped into this process (Linux), resolved to real files:
     which BLAS torch's CPU products really call (Debian's torch calls libblas.so.3, whatever
@@ -126,24 +158,45 @@ def loaded_blas_libraries():
 
 def describe(a):
     """What this run measures, for the console (lines starting with '#') and --meta."""
-    info = dict(torch_version=torch.__version__, python=sys.version.split()[0], device=a.device,
-                reps=a.reps, warmup=a.warmup, seed=a.seed,
-                order="sequential" if a.sequential else "random-order rounds",
-                multiplier=a.mult, slope=a.slope, compile=a.compile,
-                torch_compile_available=hasattr(torch, "compile"))
+    info = dict(
+        torch_version=torch.__version__,
+        python=sys.version.split()[0],
+        device=a.device,
+        reps=a.reps,
+        warmup=a.warmup,
+        seed=a.seed,
+        order="sequential" if a.sequential else "random-order rounds",
+        multiplier=a.mult,
+        slope=a.slope,
+        compile=a.compile,
+        torch_compile_available=hasattr(torch, "compile"),
+    )
     if a.device == "cuda":
-        info.update(gpu=torch.cuda.get_device_name(0), cuda=torch.version.cuda,
-                    timing="CUDA events around each call, after a synchronisation")
+        info.update(
+            gpu=torch.cuda.get_device_name(0),
+            cuda=torch.version.cuda,
+            timing="CUDA events around each call, after a synchronisation",
+        )
     else:
         # A product first, so that the BLAS torch calls is loaded and shows in the mappings.
         torch.ones(8, 8) @ torch.ones(8, 8)
         config = torch.__config__.show()
-        info.update(threads=torch.get_num_threads(), parallel_info=torch.__config__.parallel_info(),
-                    blas_info=re.findall(r"\b(?:BLAS|LAPACK)_INFO=[^,\s]+", config),
-                    blas_loaded=loaded_blas_libraries(),
-                    env={v: os.environ.get(v) for v in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS",
-                                                        "MKL_NUM_THREADS", "OMP_PROC_BIND")},
-                    timing="time.perf_counter around each call")
+        info.update(
+            threads=torch.get_num_threads(),
+            parallel_info=torch.__config__.parallel_info(),
+            blas_info=re.findall(r"\b(?:BLAS|LAPACK)_INFO=[^,\s]+", config),
+            blas_loaded=loaded_blas_libraries(),
+            env={
+                v: os.environ.get(v)
+                for v in (
+                    "OMP_NUM_THREADS",
+                    "OPENBLAS_NUM_THREADS",
+                    "MKL_NUM_THREADS",
+                    "OMP_PROC_BIND",
+                )
+            },
+            timing="time.perf_counter around each call",
+        )
     return info
 
 
@@ -152,18 +205,29 @@ def print_description(info):
     if info["device"] == "cuda":
         log(f"# {info['gpu']}, CUDA {info['cuda']}")
     else:
-        log(f"# torch threads: {info['threads']}; build: {', '.join(info['blas_info']) or '?'}; "
-            f"BLAS loaded: {', '.join(info['blas_loaded']) or 'none found'}")
+        log(
+            f"# torch threads: {info['threads']}; build: {', '.join(info['blas_info']) or '?'}; "
+            f"BLAS loaded: {', '.join(info['blas_loaded']) or 'none found'}"
+        )
         for line in info["parallel_info"].strip().splitlines():
             log(f"#   {line.strip()}")
-    log(f"# timing: {info['timing']}; {info['reps']} timed calls per peer "
-        f"({info['order']}), {info['warmup']} warm-up calls; seed {info['seed']}")
-    if info["device"] == "cuda" and info["compile"] != "none" and not info["torch_compile_available"]:
-        log(f"# note: torch {info['torch_version']} has no torch.compile (it came with 2.0): "
-            "the torch.compile rows are skipped")
+    log(
+        f"# timing: {info['timing']}; {info['reps']} timed calls per peer "
+        f"({info['order']}), {info['warmup']} warm-up calls; seed {info['seed']}"
+    )
+    if (
+        info["device"] == "cuda"
+        and info["compile"] != "none"
+        and not info["torch_compile_available"]
+    ):
+        log(
+            f"# note: torch {info['torch_version']} has no torch.compile (it came with 2.0): "
+            "the torch.compile rows are skipped"
+        )
 
 
 # ------------------------------------------------------------------------- timing
+
 
 class Timer:
     """Times one call of a function on the device the way the perf program times ours."""
@@ -225,6 +289,7 @@ def split_tf32(a):
 
 # ------------------------------------------------------------------------- one shape
 
+
 def peers_for(shape, a, x, W, b):
     """The peers of one shape (the layer, or its bare product where full_output is False)."""
     mult, slope = a.mult, a.slope
@@ -233,8 +298,10 @@ def peers_for(shape, a, x, W, b):
         return F.leaky_relu(F.linear(x, W, b) * mult, slope)
 
     if a.device == "cpu":
-        return [Peer(REFERENCE_PEER, eager, cuda=False),
-                Peer("floor: fp32 product only", lambda: x @ W.t(), full_output=False, cuda=False)]
+        return [
+            Peer(REFERENCE_PEER, eager, cuda=False),
+            Peer("floor: fp32 product only", lambda: x @ W.t(), full_output=False, cuda=False),
+        ]
     xb, Wb = x.bfloat16(), W.bfloat16()
     xh, xl = split_tf32(x)
     Wh, Wl = split_tf32(W)
@@ -245,13 +312,14 @@ def peers_for(shape, a, x, W, b):
         y += xh @ Wh.t()
         return F.leaky_relu((y + b) * mult, slope)
 
-    peers = [Peer(REFERENCE_PEER, eager),
-             Peer("torch eager tf32", eager, tf32=True),
-             Peer("floor: cuBLAS fp32 product only", lambda: x @ W.t(), full_output=False),
-             Peer("floor: cuBLAS tf32 product only", lambda: x @ W.t(), tf32=True,
-                  full_output=False),
-             Peer("floor: cuBLAS bf16 product only", lambda: xb @ Wb.t(), full_output=False),
-             Peer("3xTF32 emulated, unfused", three_tf32, tf32=True)]
+    peers = [
+        Peer(REFERENCE_PEER, eager),
+        Peer("torch eager tf32", eager, tf32=True),
+        Peer("floor: cuBLAS fp32 product only", lambda: x @ W.t(), full_output=False),
+        Peer("floor: cuBLAS tf32 product only", lambda: x @ W.t(), tf32=True, full_output=False),
+        Peer("floor: cuBLAS bf16 product only", lambda: xb @ Wb.t(), full_output=False),
+        Peer("3xTF32 emulated, unfused", three_tf32, tf32=True),
+    ]
     if hasattr(torch, "compile"):
         if not a.verbose:
             # max-autotune logs every candidate kernel that does not fit the GPU as an error.
@@ -260,8 +328,11 @@ def peers_for(shape, a, x, W, b):
             # A fresh compilation per shape and mode, static shapes (no dynamic kernels after
             # the first shape); compiled at the checked call, never timed.
             torch._dynamo.reset()
-            layer = torch.compile(lambda x_, W_, b_: F.leaky_relu(F.linear(x_, W_, b_) * mult, slope),
-                                  mode=mode, dynamic=False)
+            layer = torch.compile(
+                lambda x_, W_, b_: F.leaky_relu(F.linear(x_, W_, b_) * mult, slope),
+                mode=mode,
+                dynamic=False,
+            )
             peers.append(Peer(f"torch.compile {mode} fp32", lambda f=layer: f(x, W, b)))
     return peers
 
@@ -322,12 +393,21 @@ def run_shape(shape, a, timer, rng):
     rows = []
     for peer in live:
         med, mn = upper_median(peer.times), min(peer.times)
-        row = dict(shape=shape, peer=peer.name, median_ms=med, min_ms=mn,
-                   tflops=flops / (med * 1e-3) / 1e12, rel_err=peer.rel_err,
-                   max_abs_err=peer.max_abs_err)
+        row = dict(
+            shape=shape,
+            peer=peer.name,
+            median_ms=med,
+            min_ms=mn,
+            tflops=flops / (med * 1e-3) / 1e12,
+            rel_err=peer.rel_err,
+            max_abs_err=peer.max_abs_err,
+        )
         rows.append(row)
         err = "-" if peer.rel_err is None else f"{peer.rel_err:.2e} | {peer.max_abs_err:.2e}"
-        log(f"{shape} | {peer.name} | {med:.4f} ms (min {mn:.4f}) | {row['tflops']:.3g} TFLOP/s | {err}")
+        log(
+            f"{shape} | {peer.name} | {med:.4f} ms (min {mn:.4f}) | "
+            f"{row['tflops']:.3g} TFLOP/s | {err}"
+        )
     return rows
 
 

@@ -27,19 +27,60 @@ from . import names
 
 DATA = Path(__file__).resolve().parent.parent / "data"
 
-RUN_COLUMNS = ["M", "K", "N", "precision", "planning", "path", "source", "ran",
-               "precision_ran", "median_ms", "min_ms", "plan_ms", "rel_err", "chosen"]
-RUNS_COLUMNS = ["run_id", "date", "machine", "device", "threads", "kokkos", "commit", "dirty",
-                "purpose", "seed", "command"]
+RUN_COLUMNS = [
+    "M",
+    "K",
+    "N",
+    "precision",
+    "planning",
+    "path",
+    "source",
+    "ran",
+    "precision_ran",
+    "median_ms",
+    "min_ms",
+    "plan_ms",
+    "rel_err",
+    "chosen",
+]
+RUNS_COLUMNS = [
+    "run_id",
+    "date",
+    "machine",
+    "device",
+    "threads",
+    "kokkos",
+    "commit",
+    "dirty",
+    "purpose",
+    "seed",
+    "command",
+]
 SPLIT_COLUMNS = ["seed", "shape", "set"]
-KERNELBENCH_COLUMNS = ["run_id", "problem", "M", "K", "N", "impl", "precision", "ran",
-                       "correct", "mean_ms", "std_ms", "min_ms", "max_ms"]
+KERNELBENCH_COLUMNS = [
+    "run_id",
+    "problem",
+    "M",
+    "K",
+    "N",
+    "impl",
+    "precision",
+    "ran",
+    "correct",
+    "mean_ms",
+    "std_ms",
+    "min_ms",
+    "max_ms",
+]
 
 PRECISIONS = ("strict", "tf32", "3xtf32")
 # The precisions that meet each floor (the precision asked): strict meets every floor, 3xtf32
 # meets tf32's. The best path of a floor is the fastest explicit path in one of them.
-FLOORS = {"strict": {"strict"}, "3xtf32": {"strict", "3xtf32"},
-          "tf32": {"strict", "3xtf32", "tf32"}}
+FLOORS = {
+    "strict": {"strict"},
+    "3xtf32": {"strict", "3xtf32"},
+    "tf32": {"strict", "3xtf32", "tf32"},
+}
 PLANNINGS = ("estimate", "measure")
 SOURCES = ("ours", "peer")
 PURPOSES = ("sweep", "grid", "fit", "held-out", "before", "after", "kernelbench")
@@ -76,6 +117,7 @@ def fmt(value):
 
 
 # ------------------------------------------------------------------------- reading
+
 
 def _read(path, columns):
     path = Path(path)
@@ -263,6 +305,7 @@ def write_table(path, columns, rows):
 
 # ------------------------------------------------------------------------- the perf program
 
+
 def parse_perf_json(path):
     """(config, results) of one perf-program JSON file (fused_linear_perf --json): each result
     with its shape, planning and algorithm_ran filled in where the file leaves them out."""
@@ -292,12 +335,22 @@ def ours_row(config, r):
     if r.get("refused") or r.get("median_ms") is None:
         return None
     M, K, N = parse_shape(r["shape"])
-    return dict(M=M, K=K, N=N, precision=config["precision"], planning=r["planning"],
-                path=r.get("algorithm_requested"), source="ours", ran=r["algorithm_ran"],
-                precision_ran=r.get("precision_ran") or config["precision"],
-                median_ms=float(r["median_ms"]), min_ms=_float(r.get("min_ms")),
-                plan_ms=_float(r.get("plan_ms")), rel_err=_float(r.get("rel_err")),
-                chosen=chosen_candidate(r))
+    return dict(
+        M=M,
+        K=K,
+        N=N,
+        precision=config["precision"],
+        planning=r["planning"],
+        path=r.get("algorithm_requested"),
+        source="ours",
+        ran=r["algorithm_ran"],
+        precision_ran=r.get("precision_ran") or config["precision"],
+        median_ms=float(r["median_ms"]),
+        min_ms=_float(r.get("min_ms")),
+        plan_ms=_float(r.get("plan_ms")),
+        rel_err=_float(r.get("rel_err")),
+        chosen=chosen_candidate(r),
+    )
 
 
 def peer_row(r):
@@ -305,8 +358,16 @@ def peer_row(r):
     if r.get("median_ms") is None:
         return None
     M, K, N = parse_shape(r["shape"])
-    return dict(M=M, K=K, N=N, path=r["peer"], source="peer", median_ms=float(r["median_ms"]),
-                min_ms=_float(r.get("min_ms")), rel_err=_float(r.get("rel_err")))
+    return dict(
+        M=M,
+        K=K,
+        N=N,
+        path=r["peer"],
+        source="peer",
+        median_ms=float(r["median_ms"]),
+        min_ms=_float(r.get("min_ms")),
+        rel_err=_float(r.get("rel_err")),
+    )
 
 
 def _float(v):
@@ -329,15 +390,22 @@ def from_compare_dir(out):
 def entry_from_meta(meta, machine, purpose, seed):
     """runs.csv's row (less run_id) from compare.py's compare-meta.json."""
     m = meta.get("machine") or {}
-    return dict(date=(meta.get("date") or "")[:10], machine=machine,
-                device=m.get("name") if m.get("kind") == "gpu" else m.get("cpu"),
-                threads=meta.get("threads"),
-                kokkos=(meta.get("kokkos") or {}).get("kokkos_version"),
-                commit=meta.get("git_commit"), dirty=meta.get("git_dirty"), purpose=purpose,
-                seed=seed, command=meta.get("command"))
+    return dict(
+        date=(meta.get("date") or "")[:10],
+        machine=machine,
+        device=m.get("name") if m.get("kind") == "gpu" else m.get("cpu"),
+        threads=meta.get("threads"),
+        kokkos=(meta.get("kokkos") or {}).get("kokkos_version"),
+        commit=meta.get("git_commit"),
+        dirty=meta.get("git_dirty"),
+        purpose=purpose,
+        seed=seed,
+        command=meta.get("command"),
+    )
 
 
 # ------------------------------------------------------------------------- command line
+
 
 def main(argv=None):
     p = argparse.ArgumentParser(description="the dataset of measured runs (perf/data/)")
@@ -374,8 +442,9 @@ def main(argv=None):
 
 
 def _git_head():
-    done = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True,
-                          text=True, cwd=DATA.parent)
+    done = subprocess.run(
+        ["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, cwd=DATA.parent
+    )
     return done.stdout.strip() or None
 
 

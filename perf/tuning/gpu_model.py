@@ -53,8 +53,11 @@ def fit_runs(ds, run_ids, tool, facts, models):
     times, x = timed(ds, run_ids, tool, facts)
     coefficients = {}
     for model in models:
-        samples = [(x[(s,) + model], t[model]) for s, t in sorted(times.items())
-                   if model in t and (s,) + model in x]
+        samples = [
+            (x[(s,) + model], t[model])
+            for s, t in sorted(times.items())
+            if model in t and (s,) + model in x
+        ]
         if not samples:
             raise data.DataError(f"runs {', '.join(run_ids)}: {'/'.join(model)} never timed")
         coefficients[model] = fit(samples)
@@ -66,8 +69,11 @@ def cases(coefficients, times, x):
     over the paths timed there that meet the floor and have a model."""
     for s, t in sorted(times.items()):
         for floor in ("strict", "3xtf32"):
-            here = {k: (ms, predicted(coefficients[k], x[(s,) + k])) for k, ms in t.items()
-                    if k[1] in FLOORS[floor] and k in coefficients and (s,) + k in x}
+            here = {
+                k: (ms, predicted(coefficients[k], x[(s,) + k]))
+                for k, ms in t.items()
+                if k[1] in FLOORS[floor] and k in coefficients and (s,) + k in x
+            }
             if here:
                 yield s, floor, here
 
@@ -105,26 +111,35 @@ def measure_within(coefficients, times, x, share=99, slack=1.1):
 def report_lines(coefficients, times, x, margin, worst=8):
     lines = []
     for model, c in coefficients.items():
-        errors = [abs(predicted(c, x[(s,) + model]) / t[model] - 1)
-                  for s, t in times.items() if model in t and (s,) + model in x]
+        errors = [
+            abs(predicted(c, x[(s,) + model]) / t[model] - 1)
+            for s, t in times.items()
+            if model in t and (s,) + model in x
+        ]
         if not errors:
             continue
         lines.append(f"{'/'.join(model)}: " + ", ".join(f"{v:.4g}" for v in c))
-        lines.append(f"  model error median {100 * percentile(errors, 50):.1f}%, 90th "
-                     f"{100 * percentile(errors, 90):.1f}%, worst {100 * max(errors):.1f}% "
-                     f"({len(errors)} shapes)")
+        lines.append(
+            f"  model error median {100 * percentile(errors, 50):.1f}%, 90th "
+            f"{100 * percentile(errors, 90):.1f}%, worst {100 * max(errors):.1f}% "
+            f"({len(errors)} shapes)"
+        )
     gaps = choices(coefficients, times, x)
     g = [v for v, *_ in gaps]
-    lines.append(f"choice behind the best path meeting the floor: median {percentile(g, 50):.1f}%, "
-                 f"95th {percentile(g, 95):.1f}%, worst {max(g):.1f}%, within 10% "
-                 f"{100 * sum(v <= 10 for v in g) / len(g):.1f}%, within 25% "
-                 f"{100 * sum(v <= 25 for v in g) / len(g):.1f}% ({len(g)} cases)")
+    lines.append(
+        f"choice behind the best path meeting the floor: median {percentile(g, 50):.1f}%, "
+        f"95th {percentile(g, 95):.1f}%, worst {max(g):.1f}%, within 10% "
+        f"{100 * sum(v <= 10 for v in g) / len(g):.1f}%, within 25% "
+        f"{100 * sum(v <= 25 for v in g) / len(g):.1f}% ({len(g)} cases)"
+    )
     for v, s, floor, pick, best in sorted(gaps, reverse=True)[:worst]:
         lines.append(f"  {s} {floor}: {'/'.join(pick)} {v:+.1f}% (best {'/'.join(best)})")
     within = [r <= margin for r in best_ratios(coefficients, times, x)]
-    lines.append(f"Planning::Measure times the candidates predicted within {margin}x of the "
-                 f"least: the best path among them in {100 * sum(within) / len(within):.1f}% "
-                 "of the cases")
+    lines.append(
+        f"Planning::Measure times the candidates predicted within {margin}x of the "
+        f"least: the best path among them in {100 * sum(within) / len(within):.1f}% "
+        "of the cases"
+    )
     return lines
 
 
@@ -135,22 +150,30 @@ def models_of(spec):
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("runs", nargs="*", help="run ids (default: the fit runs of rules/gpu.json)")
-    p.add_argument("--replay-tool", type=Path, required=True,
-                   help="the fused_linear_replay_rule program")
+    p.add_argument(
+        "--replay-tool", type=Path, required=True, help="the fused_linear_replay_rule program"
+    )
     p.add_argument("--data", type=Path, default=data.DATA, help="the dataset (perf/data)")
-    p.add_argument("--held-out", nargs="+", metavar="RUN", default=None,
-                   help="judge the model fitted on `runs` on these runs instead")
+    p.add_argument(
+        "--held-out",
+        nargs="+",
+        metavar="RUN",
+        default=None,
+        help="judge the model fitted on `runs` on these runs instead",
+    )
     for rate in ("multiprocessors", "fp32-gflops", "memory-gbps"):
-        p.add_argument(f"--{rate}", type=float, default=None,
-                       help=f"the held-out runs' device's {rate.replace('-', ' ')} "
-                            "(default: the fit's)")
+        p.add_argument(
+            f"--{rate}",
+            type=float,
+            default=None,
+            help=f"the held-out runs' device's {rate.replace('-', ' ')} " "(default: the fit's)",
+        )
     args = p.parse_args(argv)
     try:
         ds = data.Dataset(args.data)
         rule = spec.load(args.data / "rules" / "gpu.json")
         run_ids = args.runs or rule["fit"]["runs"]
-        c, times, x = fit_runs(ds, run_ids, args.replay_tool, rule["fit"]["facts"],
-                               models_of(rule))
+        c, times, x = fit_runs(ds, run_ids, args.replay_tool, rule["fit"]["facts"], models_of(rule))
         margin = measure_within(c, times, x)
         if args.held_out:
             facts = dict(rule["fit"]["facts"])

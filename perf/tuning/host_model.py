@@ -59,17 +59,21 @@ def report_lines(coefficients, times, x, worst=8):
         c = coefficients[k]
         errors = [abs(predicted(c, x[(s, k)]) / t[k] - 1) for s, t in times.items()]
         lines.append(f"{k}: " + ", ".join(f"{v:.4g}" for v in c))
-        lines.append(f"  model error median {100 * percentile(errors, 50):.1f}%, 90th "
-                     f"{100 * percentile(errors, 90):.1f}%, worst {100 * max(errors):.1f}% "
-                     f"({len(errors)} shapes)")
+        lines.append(
+            f"  model error median {100 * percentile(errors, 50):.1f}%, 90th "
+            f"{100 * percentile(errors, 90):.1f}%, worst {100 * max(errors):.1f}% "
+            f"({len(errors)} shapes)"
+        )
     gaps = []
     for s, t in times.items():
         choice = min(KERNELS, key=lambda k: predicted(coefficients[k], x[(s, k)]))
         gaps.append((100 * (t[choice] / min(t[k] for k in KERNELS) - 1), s, choice))
     g = [v for v, _, _ in gaps]
-    lines.append(f"choice behind the faster kernel: median {percentile(g, 50):.1f}%, 95th "
-                 f"{percentile(g, 95):.1f}%, worst {max(g):.1f}%, within 10% "
-                 f"{100 * sum(v <= 10 for v in g) / len(g):.0f}% ({len(g)} shapes)")
+    lines.append(
+        f"choice behind the faster kernel: median {percentile(g, 50):.1f}%, 95th "
+        f"{percentile(g, 95):.1f}%, worst {max(g):.1f}%, within 10% "
+        f"{100 * sum(v <= 10 for v in g) / len(g):.0f}% ({len(g)} shapes)"
+    )
     for v, s, choice in sorted(gaps, reverse=True)[:worst]:
         lines.append(f"  {s}: {choice} {v:+.1f}%")
     return lines
@@ -78,10 +82,15 @@ def report_lines(coefficients, times, x, worst=8):
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("runs", nargs="*", help="run ids (default: the fit runs of rules/host.json)")
-    p.add_argument("--replay-tool", type=Path, required=True,
-                   help="the fused_linear_replay_rule program")
-    p.add_argument("--threads", type=int, default=None,
-                   help="the threads the runs used (default: rules/host.json's)")
+    p.add_argument(
+        "--replay-tool", type=Path, required=True, help="the fused_linear_replay_rule program"
+    )
+    p.add_argument(
+        "--threads",
+        type=int,
+        default=None,
+        help="the threads the runs used (default: rules/host.json's)",
+    )
     p.add_argument("--data", type=Path, default=data.DATA, help="the dataset (perf/data)")
     args = p.parse_args(argv)
     try:

@@ -57,8 +57,13 @@ def cases(rows, split, replayed=None, same_precision=False):
         if not here:
             continue
         best_path, best_ms = min(here.items(), key=lambda kv: kv[1])
-        row = dict(shape=shape, floor=floor, set=split.get(shape, "unlisted"),
-                   best="/".join(best_path), best_ms=best_ms)
+        row = dict(
+            shape=shape,
+            floor=floor,
+            set=split.get(shape, "unlisted"),
+            best="/".join(best_path),
+            best_ms=best_ms,
+        )
         for planning in ("estimate", "measure"):
             a = autos.get((shape, floor, planning))
             if a is None:
@@ -86,9 +91,13 @@ def summarize(case_rows):
             gaps = [r[rule] for r in group if rule in r]
             if gaps:
                 report.setdefault(set_name, {})[rule] = dict(
-                    n=len(gaps), median=percentile(gaps, 50), p95=percentile(gaps, 95),
-                    worst=max(gaps), within_10=sum(g <= 10 for g in gaps) / len(gaps),
-                    within_25=sum(g <= 25 for g in gaps) / len(gaps))
+                    n=len(gaps),
+                    median=percentile(gaps, 50),
+                    p95=percentile(gaps, 95),
+                    worst=max(gaps),
+                    within_10=sum(g <= 10 for g in gaps) / len(gaps),
+                    within_25=sum(g <= 25 for g in gaps) / len(gaps),
+                )
     return report
 
 
@@ -111,31 +120,49 @@ def report_lines(case_rows, summary, worst=5):
     for set_name, rules in summary.items():
         group = [r for r in case_rows if r["set"] == set_name]
         lines.append(f"{set_name}: {len(group)} cases")
-        lines.append(f"  {'rule':<9} {'n':>4} {'median':>8} {'95th':>8} {'worst':>8} "
-                     f"{'<=10%':>7} {'<=25%':>7}")
+        lines.append(
+            f"  {'rule':<9} {'n':>4} {'median':>8} {'95th':>8} {'worst':>8} "
+            f"{'<=10%':>7} {'<=25%':>7}"
+        )
         for rule, s in rules.items():
-            lines.append(f"  {rule:<9} {s['n']:>4} {s['median']:>7.1f}% {s['p95']:>7.1f}% "
-                         f"{s['worst']:>7.1f}% {100 * s['within_10']:>6.0f}% "
-                         f"{100 * s['within_25']:>6.0f}%")
+            lines.append(
+                f"  {rule:<9} {s['n']:>4} {s['median']:>7.1f}% {s['p95']:>7.1f}% "
+                f"{s['worst']:>7.1f}% {100 * s['within_10']:>6.0f}% "
+                f"{100 * s['within_25']:>6.0f}%"
+            )
         for rule in rules:
             for r in sorted((r for r in group if rule in r), key=lambda r: -r[rule])[:worst]:
-                lines.append(f"    {rule} worst: {r['shape']} {r['floor']}: {r[rule + '_ran']} "
-                             f"{r[rule]:+.1f}% behind {r['best']} ({r['best_ms']:.4f} ms)")
+                lines.append(
+                    f"    {rule} worst: {r['shape']} {r['floor']}: {r[rule + '_ran']} "
+                    f"{r[rule]:+.1f}% behind {r['best']} ({r['best_ms']:.4f} ms)"
+                )
     return lines
 
 
 def main(argv=None):
-    p = argparse.ArgumentParser(description="auto behind the best path, per set of shapes "
-                                "(python3 -m tuning.judge --help; see the module's docstring)")
+    p = argparse.ArgumentParser(
+        description="auto behind the best path, per set of shapes "
+        "(python3 -m tuning.judge --help; see the module's docstring)"
+    )
     p.add_argument("runs", nargs="+", help="run ids of perf/data/runs.csv")
     p.add_argument("--data", type=Path, default=data.DATA, help="the dataset (perf/data)")
-    p.add_argument("--replay-tool", type=Path, default=None,
-                   help="fused_linear_replay_rule: judge the rule as built now too")
-    p.add_argument("--replay-rates", nargs=3, type=float, default=None,
-                   metavar=("MULTIPROCESSORS", "FP32_GFLOPS", "MEMORY_GBPS"),
-                   help="the GPU runs' device's rates, for the replay")
-    p.add_argument("--same-precision", action="store_true",
-                   help="best path in the floor's own precision only")
+    p.add_argument(
+        "--replay-tool",
+        type=Path,
+        default=None,
+        help="fused_linear_replay_rule: judge the rule as built now too",
+    )
+    p.add_argument(
+        "--replay-rates",
+        nargs=3,
+        type=float,
+        default=None,
+        metavar=("MULTIPROCESSORS", "FP32_GFLOPS", "MEMORY_GBPS"),
+        help="the GPU runs' device's rates, for the replay",
+    )
+    p.add_argument(
+        "--same-precision", action="store_true", help="best path in the floor's own precision only"
+    )
     p.add_argument("--worst", type=int, default=5, help="worst shapes listed per rule (5)")
     p.add_argument("--json", type=Path, default=None, help="also write cases and summary")
     args = p.parse_args(argv)
@@ -143,8 +170,13 @@ def main(argv=None):
         ds = data.Dataset(args.data)
         rates = ()
         if args.replay_rates:
-            rates = [a for name, v in zip(("--multiprocessors", "--fp32-gflops", "--memory-gbps"),
-                                          args.replay_rates) for a in (name, str(v))]
+            rates = [
+                a
+                for name, v in zip(
+                    ("--multiprocessors", "--fp32-gflops", "--memory-gbps"), args.replay_rates
+                )
+                for a in (name, str(v))
+            ]
         case_rows, summary = study(ds, args.runs, args.replay_tool, args.same_precision, rates)
     except data.DataError as e:
         print(f"tuning.judge: {e}", file=sys.stderr)

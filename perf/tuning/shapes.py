@@ -22,7 +22,7 @@ import sys
 # PyTorch's peers in the same job. The host bound fits a 2-core machine's few GB and minutes.
 LIMITS = {
     "cuda": dict(max_bytes=16 << 30, max_work=1 << 38),  # 2^38 multiply-adds: ~11 ms strict
-    "cpu": dict(max_bytes=2 << 30, max_work=1 << 33),    # ~1 s per call on 2 cores
+    "cpu": dict(max_bytes=2 << 30, max_work=1 << 33),  # ~1 s per call on 2 cores
 }
 M_RANGE = (1, 16384)
 KN_RANGE = (16, 65536)
@@ -68,8 +68,9 @@ def draw(count, seed, device, held_out, max_bytes=None, max_work=None):
         if name in seen:
             continue
         seen.add(name)
-        shapes.append(dict(shape=name, M=M, K=K, N=N,
-                           split="held-out" if rng.random() < held_out else "fit"))
+        shapes.append(
+            dict(shape=name, M=M, K=K, N=N, split="held-out" if rng.random() < held_out else "fit")
+        )
     return shapes, limits
 
 
@@ -77,22 +78,39 @@ def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--count", type=int, default=80, help="shapes (default 80)")
     p.add_argument("--seed", type=int, default=21, help="seed (default 21)")
-    p.add_argument("--device", choices=sorted(LIMITS), default="cuda",
-                   help="bounds for the device (default cuda)")
-    p.add_argument("--held-out", type=float, default=0.5,
-                   help="share of shapes held out from the fit (default 0.5)")
+    p.add_argument(
+        "--device",
+        choices=sorted(LIMITS),
+        default="cuda",
+        help="bounds for the device (default cuda)",
+    )
+    p.add_argument(
+        "--held-out",
+        type=float,
+        default=0.5,
+        help="share of shapes held out from the fit (default 0.5)",
+    )
     p.add_argument("--max-bytes", type=int, default=None, help="override the memory bound")
-    p.add_argument("--max-work", type=int, default=None,
-                   help="override the bound on M*N*K multiply-adds")
-    p.add_argument("--csv", action="store_true",
-                   help="print the rows of perf/data/splits.csv (seed,shape,set) instead")
-    p.add_argument("--split", choices=["all", "fit", "held-out"], default="all",
-                   help="which shapes to print (default all)")
+    p.add_argument(
+        "--max-work", type=int, default=None, help="override the bound on M*N*K multiply-adds"
+    )
+    p.add_argument(
+        "--csv",
+        action="store_true",
+        help="print the rows of perf/data/splits.csv (seed,shape,set) instead",
+    )
+    p.add_argument(
+        "--split",
+        choices=["all", "fit", "held-out"],
+        default="all",
+        help="which shapes to print (default all)",
+    )
     args = p.parse_args(argv)
     if args.count < 1 or not 0 <= args.held_out <= 1:
         p.error("--count must be positive and --held-out in [0, 1]")
-    shapes, limits = draw(args.count, args.seed, args.device, args.held_out, args.max_bytes,
-                          args.max_work)
+    shapes, limits = draw(
+        args.count, args.seed, args.device, args.held_out, args.max_bytes, args.max_work
+    )
     chosen = [s for s in shapes if args.split in ("all", s["split"])]
     if args.csv:
         print("\n".join(f"{args.seed},{s['shape']},{s['split']}" for s in chosen))

@@ -14,8 +14,15 @@ from pathlib import Path
 
 import torch
 
-__all__ = ["linear_leaky_relu", "run_info", "status", "initialize", "finalize",
-           "FusedLinearLeakyReLU", "library_path"]
+__all__ = [
+    "linear_leaky_relu",
+    "run_info",
+    "status",
+    "initialize",
+    "finalize",
+    "FusedLinearLeakyReLU",
+    "library_path",
+]
 
 
 def _find_library():
@@ -25,14 +32,18 @@ def _find_library():
     if explicit:
         return Path(explicit)
     here = Path(__file__).resolve().parent
-    for name in ("libfused_linear_torch.so", "libfused_linear_torch.dylib",
-                 "fused_linear_torch.dll"):
+    for name in (
+        "libfused_linear_torch.so",
+        "libfused_linear_torch.dylib",
+        "fused_linear_torch.dll",
+    ):
         if (here / name).exists():
             return here / name
     raise ImportError(
         f"fused_linear: the operator library libfused_linear_torch.so is not in {here}; build "
         "it with -DFusedLinear_ENABLE_TORCH=ON and put <build>/python on PYTHONPATH (or set "
-        "FUSED_LINEAR_TORCH_LIBRARY)")
+        "FUSED_LINEAR_TORCH_LIBRARY)"
+    )
 
 
 library_path = _find_library()
@@ -40,26 +51,30 @@ torch.ops.load_library(str(library_path))
 _ops = torch.ops.fused_linear
 
 
-def linear_leaky_relu(x, weight, bias, multiplier, negative_slope, precision="strict",
-                      algorithm="auto"):
+def linear_leaky_relu(
+    x, weight, bias, multiplier, negative_slope, precision="strict", algorithm="auto"
+):
     """``F.leaky_relu(F.linear(x, weight, bias) * multiplier, negative_slope)`` in one call.
 
     x [M, K], weight [N, K], bias [N]: float32 or float64 (float16 and bfloat16 under
     torch.autocast, which runs them in float32), one device (CPU or CUDA; on CUDA it runs on
-    PyTorch's current stream; on the CPU from any thread, one call at a time). precision: "strict" (IEEE fp32), "3xtf32" (fp32-accurate
-    on tensor cores), "tf32"; algorithm: "auto" or one of the library's paths. Non-contiguous
-    tensors are copied to contiguous first. Differentiable in x, weight and bias.
+    PyTorch's current stream; on the CPU from any thread, one call at a time). precision:
+    "strict" (IEEE fp32), "3xtf32" (fp32-accurate on tensor cores), "tf32"; algorithm: "auto"
+    or one of the library's paths. Non-contiguous tensors are copied to contiguous first.
+    Differentiable in x, weight and bias.
     """
-    return _ops.linear_leaky_relu(x, weight, bias, float(multiplier), float(negative_slope),
-                                  precision, algorithm)
+    return _ops.linear_leaky_relu(
+        x, weight, bias, float(multiplier), float(negative_slope), precision, algorithm
+    )
 
 
 def run_info(x, weight, bias, multiplier, negative_slope, precision="strict", algorithm="auto"):
     """What the library runs for these arguments (it runs them once): a dict with the keys
     algorithm, precision, gemm, execution_space (the Kokkos execution space the call ran on,
     from this thread) and note (why any of them differs from the request)."""
-    text = _ops.run_info(x, weight, bias, float(multiplier), float(negative_slope), precision,
-                         algorithm)
+    text = _ops.run_info(
+        x, weight, bias, float(multiplier), float(negative_slope), precision, algorithm
+    )
     return dict(item.split("=", 1) for item in text.split(";", 4))
 
 
@@ -76,8 +91,9 @@ def initialize(num_threads=None, device=None):
     """Initialises Kokkos now (otherwise the first call does): num_threads host threads
     (default: torch.get_num_threads(), or FUSED_LINEAR_NUM_THREADS), CUDA device index (default:
     the first CUDA call's). Nothing happens when Kokkos is initialised already."""
-    _ops._initialize(-1 if num_threads is None else int(num_threads),
-                     -1 if device is None else int(device))
+    _ops._initialize(
+        -1 if num_threads is None else int(num_threads), -1 if device is None else int(device)
+    )
 
 
 def finalize():

@@ -18,8 +18,17 @@ class FusedLinearLeakyReLU(nn.Module):
     Inputs of shape [..., in_features]; leading dimensions are flattened for the call.
     """
 
-    def __init__(self, in_features, out_features, multiplier, negative_slope,
-                 precision="strict", algorithm="auto", device=None, dtype=None):
+    def __init__(
+        self,
+        in_features,
+        out_features,
+        multiplier,
+        negative_slope,
+        precision="strict",
+        algorithm="auto",
+        device=None,
+        dtype=None,
+    ):
         super().__init__()
         self.gemm = nn.Linear(in_features, out_features, bias=True, device=device, dtype=dtype)
         self.multiplier = float(multiplier)
@@ -30,10 +39,18 @@ class FusedLinearLeakyReLU(nn.Module):
     def forward(self, x):
         rows = x.reshape(-1, x.shape[-1]) if x.dim() != 2 else x
         y = torch.ops.fused_linear.linear_leaky_relu(
-            rows, self.gemm.weight, self.gemm.bias, self.multiplier, self.negative_slope,
-            self.precision, self.algorithm)
+            rows,
+            self.gemm.weight,
+            self.gemm.bias,
+            self.multiplier,
+            self.negative_slope,
+            self.precision,
+            self.algorithm,
+        )
         return y if x.dim() == 2 else y.reshape(*x.shape[:-1], y.shape[-1])
 
     def extra_repr(self):
-        return (f"multiplier={self.multiplier}, negative_slope={self.negative_slope}, "
-                f"precision={self.precision!r}, algorithm={self.algorithm!r}")
+        return (
+            f"multiplier={self.multiplier}, negative_slope={self.negative_slope}, "
+            f"precision={self.precision!r}, algorithm={self.algorithm!r}"
+        )

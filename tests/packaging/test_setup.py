@@ -39,7 +39,8 @@ for arg in argv:
         cache[name.split(":")[0]] = value
 if "Torch_DIR" not in cache:  # find_package(Torch): found once, then cached
     cache["Torch_DIR"] = subprocess.run(
-        [cache["FusedLinear_PYTHON"], "-c", "import os, torch; print(os.path.dirname(torch.__file__))"],
+        [cache["FusedLinear_PYTHON"], "-c",
+         "import os, torch; print(os.path.dirname(torch.__file__))"],
         capture_output=True, text=True, check=True).stdout.strip()
 cache_file.write_text(json.dumps(cache))
 with open(os.environ["FAKE_CMAKE_LOG"], "a") as log:

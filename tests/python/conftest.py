@@ -25,7 +25,7 @@ def reference64(x, w, b, m, s):
 
 
 def unit_roundoff(dtype):
-    return 2.0 ** -24 if dtype == torch.float32 else 2.0 ** -53
+    return 2.0**-24 if dtype == torch.float32 else 2.0**-53
 
 
 def strict_bound(x, w, b, m, s):
@@ -35,10 +35,16 @@ def strict_bound(x, w, b, m, s):
     n u / (1 - n u) ~ n u here)."""
     u = unit_roundoff(x.dtype)
     k = x.shape[1]
-    magnitude = F.linear(x.detach().double().abs().cpu(), w.detach().double().abs().cpu(),
-                         b.detach().double().abs().cpu())
-    return ((k + 3) * u * abs(m) * max(1.0, abs(s)) * magnitude
-            + 4 * u * reference64(x, w, b, m, s).abs() + 1e-300)
+    magnitude = F.linear(
+        x.detach().double().abs().cpu(),
+        w.detach().double().abs().cpu(),
+        b.detach().double().abs().cpu(),
+    )
+    return (
+        (k + 3) * u * abs(m) * max(1.0, abs(s)) * magnitude
+        + 4 * u * reference64(x, w, b, m, s).abs()
+        + 1e-300
+    )
 
 
 def assert_strict(y, x, w, b, m, s):
@@ -59,7 +65,7 @@ def normwise_error(y, x, w, b, m, s):
 def tf32x3_bound(k):
     """The library's 3xTF32 bound (perf/perf_linear_leaky_relu.cpp): its ranges' fp32 sums,
     sqrt(K) u, on top of a per-range error below 1.5e-6."""
-    return 1.5e-6 + math.sqrt(max(k, 1)) * 2.0 ** -24
+    return 1.5e-6 + math.sqrt(max(k, 1)) * 2.0**-24
 
 
 TF32_BOUND = 1.5e-3  # 5x the measured 2.9e-4 of inputs rounded to 10 mantissa bits

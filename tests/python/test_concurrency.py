@@ -15,8 +15,13 @@ TIMEOUT = 120  # seconds for one interpreter; every case takes a few
 def run(code, timeout=TIMEOUT, **env):
     environment = dict(os.environ, **env)
     try:
-        done = subprocess.run([sys.executable, "-c", textwrap.dedent(code)], env=environment,
-                              capture_output=True, text=True, timeout=timeout)
+        done = subprocess.run(
+            [sys.executable, "-c", textwrap.dedent(code)],
+            env=environment,
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+        )
     except subprocess.TimeoutExpired as e:
         pytest.fail(f"hung: no exit after {timeout} s\n{e.stdout}\n{e.stderr}")
     assert done.returncode == 0, f"exit {done.returncode}\n{done.stdout}\n{done.stderr}"
@@ -62,12 +67,17 @@ POOL = {"FUSED_LINEAR_NUM_THREADS": "2"}
 def test_first_call_from_a_worker_thread_leaves_every_thread_on_the_pool():
     # Kokkos is initialised by a worker thread's call; the main thread's calls, and a later
     # thread's, still run on the default host space (not on Kokkos::Serial for good).
-    done = run(script("""
+    done = run(
+        script(
+            """
         first, _ = in_thread(space)
         main = space()
         later, _ = in_thread(space)
         print(first, main, later, fused_linear.status()["host_space"])
-    """), **POOL)
+    """
+        ),
+        **POOL,
+    )
     first, main, later, host = done.stdout.split()
     assert first == main == later == host, done.stdout
 
@@ -75,7 +85,9 @@ def test_first_call_from_a_worker_thread_leaves_every_thread_on_the_pool():
 def test_a_thread_reusing_a_dead_initialisers_id():
     # The initialising thread ends; new threads (glibc reuses a dead thread's id, often at
     # once) and the main thread compute, on the default host space.
-    done = run(script("""
+    done = run(
+        script(
+            """
         first, dead = in_thread(space)
         reused = 0
         for _ in range(20):
@@ -83,7 +95,10 @@ def test_a_thread_reusing_a_dead_initialisers_id():
             assert got == first, (got, first)
             reused += ident == dead
         print(space(), first, reused)
-    """), **POOL)
+    """
+        ),
+        **POOL,
+    )
     main, first, reused = done.stdout.split()
     assert main == first, done.stdout
     print("threads that reused the initialiser's id:", reused)
@@ -91,7 +106,9 @@ def test_a_thread_reusing_a_dead_initialisers_id():
 
 def test_threads_at_once():
     # Calls from several threads at once (the main thread's among them) are all right.
-    run(script("""
+    run(
+        script(
+            """
         space()
         errors = []
         def work():
@@ -107,14 +124,19 @@ def test_threads_at_once():
         for t in threads:
             t.join()
         assert not errors, errors
-    """), **POOL)
+    """
+        ),
+        **POOL,
+    )
 
 
 def test_num_threads_setting_leaves_torchs_count_alone():
     # Kokkos' OpenMP backend sets OpenMP's thread count when it starts; PyTorch's count (the
     # calling thread's OpenMP setting) must be what it was.
     for how in ("environment", "initialize"):
-        done = run(script(f"""
+        done = run(
+            script(
+                f"""
             import os
             before = torch.get_num_threads()
             if "{how}" == "environment":
@@ -124,7 +146,9 @@ def test_num_threads_setting_leaves_torchs_count_alone():
                 fused_linear.initialize(num_threads=before + 1)
             s = fused_linear.status()
             print(before, torch.get_num_threads(), s["host_threads"], s["host_space"])
-        """))
+        """
+            )
+        )
         before, after, kokkos, host = done.stdout.split()
         assert after == before, (how, done.stdout)
         if host in ("OpenMP", "Threads"):
@@ -135,7 +159,8 @@ def test_exit_while_a_daemon_thread_is_in_the_op():
     # A daemon thread is inside a long call when the interpreter exits: finalize (at exit)
     # waits for it, then later calls are refused; the process ends cleanly. A handler that
     # runs after finalize keeps the process alive until the call has returned.
-    done = run("""
+    done = run(
+        """
         import atexit, threading, time
         state = {"calls": 0, "after": None, "done": threading.Event(), "started": threading.Event()}
         def wait_for_the_daemon():
@@ -143,7 +168,9 @@ def test_exit_while_a_daemon_thread_is_in_the_op():
             print("daemon calls", state["calls"], "then", state["after"])
         atexit.register(wait_for_the_daemon)  # before fused_linear's: runs after its finalize
         import torch, fused_linear
-        x, w, b = torch.rand(1500, 1500, dtype=torch.float64), torch.rand(1500, 1500, dtype=torch.float64), torch.rand(1500, dtype=torch.float64)
+        f64 = torch.float64
+        x, w = torch.rand(1500, 1500, dtype=f64), torch.rand(1500, 1500, dtype=f64)
+        b = torch.rand(1500, dtype=f64)
         fused_linear.linear_leaky_relu(x[:8], w, b, 2.0, 0.1)  # Kokkos up on the main thread
         def daemon():
             y = None
@@ -161,7 +188,9 @@ def test_exit_while_a_daemon_thread_is_in_the_op():
         threading.Thread(target=daemon, daemon=True).start()
         state["started"].wait()
         time.sleep(0.2)
-    """, FUSED_LINEAR_NUM_THREADS="1")
+    """,
+        FUSED_LINEAR_NUM_THREADS="1",
+    )
     assert "Kokkos" not in done.stderr and "rror" not in done.stderr, done.stderr
     assert "then RuntimeError: fused_linear: Kokkos was finalised" in done.stdout, done.stdout
     assert int(done.stdout.split()[2]) >= 1, done.stdout  # the call in flight returned
@@ -199,11 +228,18 @@ def forked_call():
 def test_forked_child_computes_or_refuses(parent):
     # multiprocessing forks by default on Linux (DataLoader workers too): GNU OpenMP's threads
     # do not survive fork, so a child must not enter the parent's pool (it would wait forever).
-    before = {"op": "space()",
-              "torch pool": "torch.set_num_threads(2); torch.rand(2000, 2000).sum()",
-              "nothing": "pass"}[parent]
-    done = run(script(FORK + before + "\nforked_call()\n"
-                      "print('parent', space(), fused_linear.status()['host_space'])"), **POOL)
+    before = {
+        "op": "space()",
+        "torch pool": "torch.set_num_threads(2); torch.rand(2000, 2000).sum()",
+        "nothing": "pass",
+    }[parent]
+    done = run(
+        script(
+            FORK + before + "\nforked_call()\n"
+            "print('parent', space(), fused_linear.status()['host_space'])"
+        ),
+        **POOL,
+    )
     assert "child computed" in done.stdout or "child refused" in done.stdout, done.stdout
     _, mine, host = done.stdout.split()[-3:]
     assert mine == host, done.stdout  # the parent keeps its pool
@@ -212,7 +248,9 @@ def test_forked_child_computes_or_refuses(parent):
 def test_forked_child_exits_through_atexit():
     # A child of os.fork that ends normally runs the atexit handlers, fused_linear's finalize
     # among them: it must not enter the dead pool either.
-    run(script("""
+    run(
+        script(
+            """
         import os
         space()
         pid = os.fork()
@@ -232,4 +270,7 @@ def test_forked_child_exits_through_atexit():
             os.kill(pid, 9)
             raise SystemExit("the forked child hangs (killed after 60 s)")
         assert os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0, status
-    """), **POOL)
+    """
+        ),
+        **POOL,
+    )

@@ -7,22 +7,33 @@ import torch
 import torch.nn.functional as F
 
 import fused_linear
-from conftest import (TF32_BOUND, assert_strict, eager, make_inputs, normwise_error,
-                      tf32x3_bound)
+from conftest import TF32_BOUND, assert_strict, eager, make_inputs, normwise_error, tf32x3_bound
 
 if not torch.cuda.is_available():
     pytest.skip("no CUDA device", allow_module_level=True)
 if not fused_linear.status()["cuda_kernel"]:
-    pytest.skip("this build has no CUDA kernel (a CPU torch or a Kokkos without CUDA)",
-                allow_module_level=True)
+    pytest.skip(
+        "this build has no CUDA kernel (a CPU torch or a Kokkos without CUDA)",
+        allow_module_level=True,
+    )
 
 OP = torch.ops.fused_linear.linear_leaky_relu
 M_, S_ = 2.0, 0.1
 DEV = "cuda"
 
 
-@pytest.mark.parametrize("shape", [(1, 1, 1), (7, 13, 5), (128, 1024, 512), (33, 257, 65),
-                                   (16, 8192, 1024), (1024, 1024, 1024), (300, 16, 200)])
+@pytest.mark.parametrize(
+    "shape",
+    [
+        (1, 1, 1),
+        (7, 13, 5),
+        (128, 1024, 512),
+        (33, 257, 65),
+        (16, 8192, 1024),
+        (1024, 1024, 1024),
+        (300, 16, 200),
+    ],
+)
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
 def test_values_strict(shape, dtype):
     x, w, b = make_inputs(*shape, dtype=dtype, device=DEV)
@@ -53,12 +64,14 @@ def test_tf32(shape):
     assert normwise_error(OP(x, w, b, M_, S_, "tf32"), x, w, b, M_, S_) <= TF32_BOUND
 
 
-@pytest.mark.parametrize("algorithm", ["vendor", "vendor_prefill", "vendor_lt", "fused",
-                                       "fused_skinny"])
+@pytest.mark.parametrize(
+    "algorithm", ["vendor", "vendor_prefill", "vendor_lt", "fused", "fused_skinny"]
+)
 def test_cuda_algorithms(algorithm):
     x, w, b = make_inputs(64, 512, 96, device=DEV, seed=4)
-    assert_strict(fused_linear.linear_leaky_relu(x, w, b, M_, S_, algorithm=algorithm),
-                  x, w, b, M_, S_)
+    assert_strict(
+        fused_linear.linear_leaky_relu(x, w, b, M_, S_, algorithm=algorithm), x, w, b, M_, S_
+    )
 
 
 def test_non_contiguous_and_special_values():
@@ -164,21 +177,37 @@ def _bound_on_device(x, w, b, m, s, precision):
     x, w, b = x.double(), w.double(), b.double()
     ref = F.leaky_relu(F.linear(x, w, b) * m, s)
     if precision == "strict":
-        u, k = 2.0 ** -24, x.shape[1]
-        bound = ((k + 3) * u * abs(m) * max(1.0, abs(s)) * F.linear(x.abs(), w.abs(), b.abs())
-                 + 4 * u * ref.abs() + 1e-300)
+        u, k = 2.0**-24, x.shape[1]
+        bound = (
+            (k + 3) * u * abs(m) * max(1.0, abs(s)) * F.linear(x.abs(), w.abs(), b.abs())
+            + 4 * u * ref.abs()
+            + 1e-300
+        )
         return lambda y: ((y.double() - ref).abs() / bound).max()
     limit = tf32x3_bound(x.shape[1])
     return lambda y: (y.double() - ref).norm() / ref.norm() / limit
 
 
-@pytest.mark.parametrize("rows, k, n, precision, algorithm", [
-    (1024, 4096, 4096, "3xtf32", "auto"), (17, 4096, 260, "strict", "auto"),
-    # Paths with workspace in the plan: 3xTF32 split operands, split-K partial sums.
-    (1024, 4096, 4096, "3xtf32", "vendor"), (1024, 4096, 4096, "3xtf32", "vendor_lt"),
-    (17, 4096, 260, "strict", "fused"), (1000, 4100, 4092, "3xtf32", "auto")],
-    ids=["3xtf32-1024x4096x4096", "strict-17x4096x260", "3xtf32-vendor", "3xtf32-vendor_lt",
-         "strict-fused-17x4096x260", "3xtf32-1000x4100x4092"])
+@pytest.mark.parametrize(
+    "rows, k, n, precision, algorithm",
+    [
+        (1024, 4096, 4096, "3xtf32", "auto"),
+        (17, 4096, 260, "strict", "auto"),
+        # Paths with workspace in the plan: 3xTF32 split operands, split-K partial sums.
+        (1024, 4096, 4096, "3xtf32", "vendor"),
+        (1024, 4096, 4096, "3xtf32", "vendor_lt"),
+        (17, 4096, 260, "strict", "fused"),
+        (1000, 4100, 4092, "3xtf32", "auto"),
+    ],
+    ids=[
+        "3xtf32-1024x4096x4096",
+        "strict-17x4096x260",
+        "3xtf32-vendor",
+        "3xtf32-vendor_lt",
+        "strict-fused-17x4096x260",
+        "3xtf32-1000x4100x4092",
+    ],
+)
 def test_two_graphs_of_one_shape_replayed_at_once(rows, k, n, precision, algorithm):
     # torch.cuda.graph captures every graph on one stream unless told otherwise, so two graphs
     # of one shape (one model captured for two static inputs) are captured on one stream with
@@ -186,8 +215,9 @@ def test_two_graphs_of_one_shape_replayed_at_once(rows, k, n, precision, algorit
     # Then one graph replays on a side stream while eager calls run on the capture stream.
     # Every output is compared with float64 (ratios to the precision's bound: <= 1 passes).
     torch.manual_seed(21)
-    model = fused_linear.FusedLinearLeakyReLU(k, n, M_, S_, precision=precision,
-                                              algorithm=algorithm).cuda()
+    model = fused_linear.FusedLinearLeakyReLU(
+        k, n, M_, S_, precision=precision, algorithm=algorithm
+    ).cuda()
     w, b = model.gemm.weight.detach(), model.gemm.bias.detach()
     sets = [torch.rand(rows, k, device=DEV) - 0.25 for _ in range(4)]
     checks = [_bound_on_device(xs, w, b, M_, S_, precision) for xs in sets]
@@ -236,8 +266,10 @@ def test_two_graphs_of_one_shape_replayed_at_once(rows, k, n, precision, algorit
             current.wait_stream(sides[0])
             current.wait_stream(capture)
             y_eager.record_stream(current)
-            ratios += [("graph beside eager", i, checks[pick](outs[0])),
-                       ("eager beside graph", i, checks[eager_pick](y_eager))]
+            ratios += [
+                ("graph beside eager", i, checks[pick](outs[0])),
+                ("eager beside graph", i, checks[eager_pick](y_eager)),
+            ]
     torch.cuda.synchronize()
     bad = [(what, i, r.item()) for what, i, r in ratios if not r.item() <= 1.0]
     assert not bad, f"{len(bad)} of {len(ratios)} outputs beyond the bound: {bad[:6]}"

@@ -24,8 +24,13 @@ def test_meta_checks_like_the_real_kernel():
     with pytest.raises(ValueError, match="extents do not match"):
         OP(x, torch.empty(12, 32, device="meta"), torch.empty(12, device="meta"), 2.0, 0.1)
     with pytest.raises(TypeError, match="one dtype"):
-        OP(x, torch.empty(12, 33, device="meta", dtype=torch.float64),
-           torch.empty(12, device="meta"), 2.0, 0.1)
+        OP(
+            x,
+            torch.empty(12, 33, device="meta", dtype=torch.float64),
+            torch.empty(12, device="meta"),
+            2.0,
+            0.1,
+        )
 
 
 def test_fake_tensor_mode():
@@ -46,15 +51,19 @@ def _opcheck_samples(device):
     yield (x[:, ::2], w[:, ::2], b, 0.5, 0.0)  # non-contiguous inputs
 
 
-@pytest.mark.skipif(not hasattr(torch.library, "opcheck"),
-                    reason=f"torch.library.opcheck needs PyTorch 2.4+ (this is {torch.__version__})")
+@pytest.mark.skipif(
+    not hasattr(torch.library, "opcheck"),
+    reason=f"torch.library.opcheck needs PyTorch 2.4+ (this is {torch.__version__})",
+)
 def test_opcheck_cpu():
     for args in _opcheck_samples("cpu"):
         torch.library.opcheck(OP, args)
 
 
-@pytest.mark.skipif(not hasattr(torch, "compile"),
-                    reason=f"torch.compile needs PyTorch 2.0+ (this is {torch.__version__})")
+@pytest.mark.skipif(
+    not hasattr(torch, "compile"),
+    reason=f"torch.compile needs PyTorch 2.0+ (this is {torch.__version__})",
+)
 def test_compile_traces_the_op_cpu():
     # aot_eager: Dynamo and AOTAutograd trace through the Meta and Autograd kernels, with no C++
     # compiler needed (inductor's own code generation is exercised on CUDA, test_cuda.py).

@@ -7,13 +7,23 @@ import pytest
 import torch
 
 import fused_linear
-from conftest import assert_strict, eager, make_inputs, reference64
+from conftest import assert_strict, eager, make_inputs
 
 M_, S_ = 2.0, 0.1
 
 
-@pytest.mark.parametrize("shape", [(1, 1, 1), (7, 13, 5), (128, 1024, 512), (33, 257, 65),
-                                   (2, 4096, 3), (300, 16, 200), (1, 1000, 17)])
+@pytest.mark.parametrize(
+    "shape",
+    [
+        (1, 1, 1),
+        (7, 13, 5),
+        (128, 1024, 512),
+        (33, 257, 65),
+        (2, 4096, 3),
+        (300, 16, 200),
+        (1, 1000, 17),
+    ],
+)
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
 def test_values(op, shape, dtype):
     x, w, b = make_inputs(*shape, dtype=dtype)
@@ -23,8 +33,9 @@ def test_values(op, shape, dtype):
     assert torch.allclose(y, eager(x, w, b, M_, S_), atol=1e-5, rtol=1e-4)
 
 
-@pytest.mark.parametrize("m, s", [(2.0, 0.1), (-1.5, 0.2), (0.5, 0.0), (1.0, -0.5), (0.0, 0.1),
-                                  (3.0, 1.0), (1.0, 2.5)])
+@pytest.mark.parametrize(
+    "m, s", [(2.0, 0.1), (-1.5, 0.2), (0.5, 0.0), (1.0, -0.5), (0.0, 0.1), (3.0, 1.0), (1.0, 2.5)]
+)
 def test_multiplier_and_slope(op, m, s):
     x, w, b = make_inputs(40, 96, 24, seed=3)
     x = x - 0.5  # both signs before the activation
@@ -46,8 +57,9 @@ def test_tensor_core_precisions_on_the_host_run_strict(precision):
     # On the host no path computes TF32 products; under auto the precision is a floor, so the
     # more accurate strict path runs, and RunInfo says so.
     x, w, b = make_inputs(50, 200, 30, seed=6)
-    assert_strict(fused_linear.linear_leaky_relu(x, w, b, M_, S_, precision=precision),
-                  x, w, b, M_, S_)
+    assert_strict(
+        fused_linear.linear_leaky_relu(x, w, b, M_, S_, precision=precision), x, w, b, M_, S_
+    )
     info = fused_linear.run_info(x, w, b, M_, S_, precision=precision)
     assert info["precision"] == "strict" and info["note"], info
 
@@ -92,11 +104,11 @@ def test_empty_shapes(op):
 def test_special_values(op):
     x, w, b = make_inputs(6, 32, 10, seed=8)
     w = w.abs() + 0.01  # positive weights: +inf in x gives +inf, -inf gives -inf ...
-    w[3, 0] = 0.0       # ... except where it meets a zero weight: inf * 0 = NaN
+    w[3, 0] = 0.0  # ... except where it meets a zero weight: inf * 0 = NaN
     x[0, 5] = float("nan")
     x[1, 0] = float("inf")
     x[2, 0] = -float("inf")
-    x[4, 7] = 3e38      # overflow to inf in the sum
+    x[4, 7] = 3e38  # overflow to inf in the sum
     ref = eager(x, w, b, M_, S_)
     y = op(x, w, b, M_, S_)
     assert torch.equal(torch.isnan(y), torch.isnan(ref))
@@ -123,11 +135,17 @@ def test_errors(op):
         op(x.half(), w.half(), b.half(), M_, S_)
     with pytest.raises(TypeError, match="float32 or float64"):
         op(x.long(), w.long(), b.long(), M_, S_)
-    with pytest.raises(ValueError, match=r"^FusedLinear::linear_leaky_relu: multiplier must be finite"):
+    with pytest.raises(
+        ValueError, match=r"^FusedLinear::linear_leaky_relu: multiplier must be finite"
+    ):
         op(x, w, b, float("inf"), S_)
-    with pytest.raises(ValueError, match=r"^FusedLinear::linear_leaky_relu: negative_slope must be finite"):
+    with pytest.raises(
+        ValueError, match=r"^FusedLinear::linear_leaky_relu: negative_slope must be finite"
+    ):
         op(x, w, b, M_, float("nan"))
-    with pytest.raises(ValueError, match=r"^FusedLinear::precision_from_string: unknown precision 'fp16'"):
+    with pytest.raises(
+        ValueError, match=r"^FusedLinear::precision_from_string: unknown precision 'fp16'"
+    ):
         op(x, w, b, M_, S_, "fp16")
     with pytest.raises(ValueError, match=r"^FusedLinear::algorithm_from_string: unknown algorithm"):
         op(x, w, b, M_, S_, "strict", "fastest")

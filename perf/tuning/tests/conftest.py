@@ -14,7 +14,8 @@ FIXTURE = Path(__file__).resolve().parent / "fixture"
 # --terms: [1, M K N / 1e6, M N / 1e3] for both host kernels; with the GPU rates instead of
 # --host, the same for four GPU paths, the second term counted at --memory-gbps (100: as is);
 # --golden where FAKE_GOLDEN is set.
-FAKE_TOOL = textwrap.dedent('''\
+FAKE_TOOL = textwrap.dedent(
+    """\
     import os, sys
     args = sys.argv[1:]
     golden = os.environ.get("FAKE_GOLDEN")
@@ -37,7 +38,8 @@ FAKE_TOOL = textwrap.dedent('''\
         M, K, N = (int(v) for v in line.split("x"))
         for path, precision in paths:
             print(line, path + precision, 1, M * K * N / 1e6 * 100 / gbps, M * N / 1e3)
-''')
+"""
+)
 
 
 @pytest.fixture

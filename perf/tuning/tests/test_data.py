@@ -18,12 +18,32 @@ def test_fixture_dataset_is_valid(dataset_dir):
 
 
 def test_round_trip_keeps_every_float(tmp_path):
-    row = dict(M=3, K=5, N=7, precision="3xtf32", planning="measure", path="auto",
-               source="ours", ran="fused_sm90", precision_ran="3xtf32",
-               median_ms=0.1 + 0.2, min_ms=1 / 3, plan_ms=None, rel_err=2.267439873e-07,
-               chosen="fused_sm90/3xtf32/0")
-    peer = dict(M=3, K=5, N=7, path="torch eager fp32 (reference model)", source="peer",
-                median_ms=0.04999999999999999, min_ms=None, rel_err=None)
+    row = dict(
+        M=3,
+        K=5,
+        N=7,
+        precision="3xtf32",
+        planning="measure",
+        path="auto",
+        source="ours",
+        ran="fused_sm90",
+        precision_ran="3xtf32",
+        median_ms=0.1 + 0.2,
+        min_ms=1 / 3,
+        plan_ms=None,
+        rel_err=2.267439873e-07,
+        chosen="fused_sm90/3xtf32/0",
+    )
+    peer = dict(
+        M=3,
+        K=5,
+        N=7,
+        path="torch eager fp32 (reference model)",
+        source="peer",
+        median_ms=0.04999999999999999,
+        min_ms=None,
+        rel_err=None,
+    )
     path = tmp_path / "run.csv"
     data.write_run(path, [row, peer])
     back = data.read_run(path)
@@ -33,16 +53,23 @@ def test_round_trip_keeps_every_float(tmp_path):
     assert data.run_text(back) == path.read_text()
 
 
-@pytest.mark.parametrize("edit, message", [
-    (lambda t: t.replace("M,K,N,", "M,K,", 1), ":1: header"),
-    (lambda t: t.replace("0.021,", "fast,", 1), ":2: median_ms 'fast' is not a number"),
-    (lambda t: t.replace(",ours,vendor,strict,0.021", ",mine,vendor,strict,0.021"),
-     ":2: source 'mine' is not one of ours, peer"),
-    (lambda t: t.replace("2,64,64,strict,measure", "2,64,64,fp16,measure"),
-     ":3: precision 'fp16' is not one of strict, tf32, 3xtf32"),
-    (lambda t: t.replace(",0.0105,", ",,", 1), ":3: median_ms is empty"),
-    (lambda t: t.replace("0.021,0.02,0.5,1e-07,\n", "0.021,0.02\n", 1), ":2: 11 cells"),
-])
+@pytest.mark.parametrize(
+    "edit, message",
+    [
+        (lambda t: t.replace("M,K,N,", "M,K,", 1), ":1: header"),
+        (lambda t: t.replace("0.021,", "fast,", 1), ":2: median_ms 'fast' is not a number"),
+        (
+            lambda t: t.replace(",ours,vendor,strict,0.021", ",mine,vendor,strict,0.021"),
+            ":2: source 'mine' is not one of ours, peer",
+        ),
+        (
+            lambda t: t.replace("2,64,64,strict,measure", "2,64,64,fp16,measure"),
+            ":3: precision 'fp16' is not one of strict, tf32, 3xtf32",
+        ),
+        (lambda t: t.replace(",0.0105,", ",,", 1), ":3: median_ms is empty"),
+        (lambda t: t.replace("0.021,0.02,0.5,1e-07,\n", "0.021,0.02\n", 1), ":2: 11 cells"),
+    ],
+)
 def test_malformed_run_file_is_named(dataset_dir, edit, message):
     path = dataset_dir / "runs" / "gpu-random7.csv"
     path.write_text(edit(path.read_text()))
@@ -78,40 +105,115 @@ def perf_json(shape, precision, results):
 def test_add_a_compare_folder(dataset_dir, tmp_path):
     out = tmp_path / "out"
     out.mkdir()
-    measured = [dict(algorithm="fused", precision="strict", variant=0, chosen=False),
-                dict(algorithm="vendor_lt", precision="strict", variant=2, chosen=True)]
-    (out / "ours_4x8x16_3xtf32.json").write_text(json.dumps(perf_json("4x8x16", "3xtf32", [
-        dict(shape="4x8x16", algorithm_requested="auto", planning="measure",
-             algorithm_ran="vendor_lt", precision_ran="strict", median_ms=0.0336959995,
-             min_ms=0.03, plan_ms=79.0, rel_err=2.9e-07, measurements=measured),
-        dict(shape="4x8x16", algorithm_requested="fused_sm90", algorithm_ran="fused_sm90",
-             precision_ran="3xtf32", median_ms=0.075, min_ms=0.07, refused=""),
-        dict(shape="4x8x16", algorithm_requested="skinny_sm90", refused="needs sm_90a",
-             median_ms=None)])))
-    (out / "peers.json").write_text(json.dumps([dict(
-        shape="4x8x16", peer="torch eager tf32", median_ms=0.02, min_ms=0.019, rel_err=3e-4)]))
-    (out / "compare-meta.json").write_text(json.dumps(dict(
-        date="2026-02-03T04:05:06Z", machine=dict(kind="gpu", name="NVIDIA H200"),
-        kokkos=dict(kokkos_version="4.6.1"), git_commit="eeeeeee", git_dirty=False,
-        command="python3 perf/compare.py 4x8x16")))
-    assert data.main(["--data", str(dataset_dir), "add", str(out), "--run-id", "new-run",
-                      "--machine", "h200", "--purpose", "sweep"]) == 0
+    measured = [
+        dict(algorithm="fused", precision="strict", variant=0, chosen=False),
+        dict(algorithm="vendor_lt", precision="strict", variant=2, chosen=True),
+    ]
+    (out / "ours_4x8x16_3xtf32.json").write_text(
+        json.dumps(
+            perf_json(
+                "4x8x16",
+                "3xtf32",
+                [
+                    dict(
+                        shape="4x8x16",
+                        algorithm_requested="auto",
+                        planning="measure",
+                        algorithm_ran="vendor_lt",
+                        precision_ran="strict",
+                        median_ms=0.0336959995,
+                        min_ms=0.03,
+                        plan_ms=79.0,
+                        rel_err=2.9e-07,
+                        measurements=measured,
+                    ),
+                    dict(
+                        shape="4x8x16",
+                        algorithm_requested="fused_sm90",
+                        algorithm_ran="fused_sm90",
+                        precision_ran="3xtf32",
+                        median_ms=0.075,
+                        min_ms=0.07,
+                        refused="",
+                    ),
+                    dict(
+                        shape="4x8x16",
+                        algorithm_requested="skinny_sm90",
+                        refused="needs sm_90a",
+                        median_ms=None,
+                    ),
+                ],
+            )
+        )
+    )
+    (out / "peers.json").write_text(
+        json.dumps(
+            [
+                dict(
+                    shape="4x8x16",
+                    peer="torch eager tf32",
+                    median_ms=0.02,
+                    min_ms=0.019,
+                    rel_err=3e-4,
+                )
+            ]
+        )
+    )
+    (out / "compare-meta.json").write_text(
+        json.dumps(
+            dict(
+                date="2026-02-03T04:05:06Z",
+                machine=dict(kind="gpu", name="NVIDIA H200"),
+                kokkos=dict(kokkos_version="4.6.1"),
+                git_commit="eeeeeee",
+                git_dirty=False,
+                command="python3 perf/compare.py 4x8x16",
+            )
+        )
+    )
+    assert (
+        data.main(
+            [
+                "--data",
+                str(dataset_dir),
+                "add",
+                str(out),
+                "--run-id",
+                "new-run",
+                "--machine",
+                "h200",
+                "--purpose",
+                "sweep",
+            ]
+        )
+        == 0
+    )
     ds = data.Dataset(dataset_dir)
     assert ds.check() == 5
     run = ds.run("new-run")
     assert (run["date"], run["commit"], run["kokkos"], run["dirty"]) == (
-        "2026-02-03", "eeeeeee", "4.6.1", "false")
+        "2026-02-03",
+        "eeeeeee",
+        "4.6.1",
+        "false",
+    )
     rows = ds.rows("new-run")
     assert [(r["path"], r["source"], r["ran"], r["precision_ran"]) for r in rows] == [
-        ("auto", "ours", "vendor_lt", "strict"), ("fused_sm90", "ours", "fused_sm90", "3xtf32"),
-        ("torch eager tf32", "peer", "", "")]
+        ("auto", "ours", "vendor_lt", "strict"),
+        ("fused_sm90", "ours", "fused_sm90", "3xtf32"),
+        ("torch eager tf32", "peer", "", ""),
+    ]
     assert rows[0]["median_ms"] == 0.0336959995 and rows[0]["chosen"] == "vendor_lt/strict/2"
     assert rows[1]["planning"] == "estimate" and rows[1]["precision"] == "3xtf32"
 
 
 def test_add_without_results_fails(dataset_dir, tmp_path, capsys):
-    assert data.main(["--data", str(dataset_dir), "add", str(tmp_path), "--run-id", "x",
-                      "--machine", "h200"]) == 1
+    assert (
+        data.main(
+            ["--data", str(dataset_dir), "add", str(tmp_path), "--run-id", "x", "--machine", "h200"]
+        )
+        == 1
+    )
     assert "no run.csv and no ours_*.json" in capsys.readouterr().err
 
 
@@ -122,5 +224,6 @@ def test_explicit_paths_keep_the_least_median_of_what_ran(dataset_dir):
     assert paths[("2x64x64", "fused_skinny", "strict")] == 0.008
     assert paths[("2x64x64", "vendor", "3xtf32")] == 0.025
     assert len(paths) == 6
-    assert all(data.FLOORS[f] <= set(data.PRECISIONS) and f in data.FLOORS[f]
-               for f in data.PRECISIONS)
+    assert all(
+        data.FLOORS[f] <= set(data.PRECISIONS) and f in data.FLOORS[f] for f in data.PRECISIONS
+    )

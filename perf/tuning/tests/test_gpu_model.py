@@ -10,8 +10,13 @@ def gpu_spec(dataset_dir):
 
 def fit(dataset_dir, tool, facts=None):
     s = gpu_spec(dataset_dir)
-    return gpu_model.fit_runs(data.Dataset(dataset_dir), s["fit"]["runs"], tool,
-                              facts or s["fit"]["facts"], gpu_model.models_of(s))
+    return gpu_model.fit_runs(
+        data.Dataset(dataset_dir),
+        s["fit"]["runs"],
+        tool,
+        facts or s["fit"]["facts"],
+        gpu_model.models_of(s),
+    )
 
 
 def test_every_timed_path_is_fitted_through_the_tool(dataset_dir, fake_tool):
@@ -43,8 +48,13 @@ def test_the_devices_rates_reach_the_terms(dataset_dir, fake_tool):
 def test_a_model_never_timed_is_an_error(dataset_dir, fake_tool):
     s = gpu_spec(dataset_dir)
     with pytest.raises(data.DataError, match="vendor/tf32 never timed"):
-        gpu_model.fit_runs(data.Dataset(dataset_dir), s["fit"]["runs"], fake_tool,
-                           s["fit"]["facts"], [("vendor", "tf32")])
+        gpu_model.fit_runs(
+            data.Dataset(dataset_dir),
+            s["fit"]["runs"],
+            fake_tool,
+            s["fit"]["facts"],
+            [("vendor", "tf32")],
+        )
 
 
 def test_main_prints_the_fit(dataset_dir, fake_tool, capsys):

@@ -17,13 +17,13 @@ def test_cases_by_hand(dataset_dir):
     assert strict["set"] == "held-out" and strict["best"] == "fused_skinny/strict"
     assert strict["estimate"] == pytest.approx(110.0)  # vendor 0.021 vs fused_skinny 0.010
     assert strict["estimate_ran"] == "vendor/strict"
-    assert strict["measure"] == pytest.approx(5.0)     # 0.0105 vs 0.010
+    assert strict["measure"] == pytest.approx(5.0)  # 0.0105 vs 0.010
     assert strict["m-choice"] == pytest.approx(0.0)
     # 3xtf32's floor admits strict paths: the best is still fused_skinny at 0.010.
     tf32x3 = c[("2x64x64", "3xtf32")]
     assert tf32x3["best"] == "fused_skinny/strict"
-    assert tf32x3["estimate"] == pytest.approx(8.0)    # 0.0108
-    assert tf32x3["measure"] == pytest.approx(140.0)   # 0.024
+    assert tf32x3["estimate"] == pytest.approx(8.0)  # 0.0108
+    assert tf32x3["measure"] == pytest.approx(140.0)  # 0.024
     assert tf32x3["m-choice"] == pytest.approx(150.0)  # explicit vendor 3xtf32: 0.025
     fit = c[("300x256x512", "strict")]
     assert fit["set"] == "fit" and fit["best"] == "fused/strict"
@@ -50,8 +50,10 @@ def test_same_precision(dataset_dir):
 
 def test_replay_is_timed_as_the_explicit_path():
     rows = data.read_run(__import__("conftest").FIXTURE / "runs" / "gpu-random7.csv")
-    replayed = {("2x64x64", "strict"): ("fused", "strict"),
-                ("300x256x512", "strict"): ("vendor", "strict")}
+    replayed = {
+        ("2x64x64", "strict"): ("fused", "strict"),
+        ("300x256x512", "strict"): ("vendor", "strict"),
+    }
     c = by_case(judge.cases(rows, {}, replayed))
     assert c[("2x64x64", "strict")]["replay"] == pytest.approx(200.0)
     assert c[("300x256x512", "strict")]["replay"] == pytest.approx(25.0)

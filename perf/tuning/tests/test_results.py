@@ -7,7 +7,10 @@ def test_page_from_the_fixture(dataset_dir):
     lines = text.splitlines()
     assert lines[0] == "# Results"
     assert [x for x in lines if x.startswith("## ")] == [
-        "## NVIDIA H200", "## Host: AMD EPYC, 2 cores", "## Held-out results"]
+        "## NVIDIA H200",
+        "## Host: AMD EPYC, 2 cores",
+        "## Held-out results",
+    ]
     sweep = [x for x in lines if x.startswith("| 1024x8192x8192") or x.startswith("| 16x4096")]
     # The reference shape first, though the run timed it second.
     assert sweep == [
@@ -15,12 +18,17 @@ def test_page_from_the_fixture(dataset_dir):
         "+10.0% | 1.00 |",
         # auto ahead of every explicit path the run timed
         "| 16x4096x4096 | strict | fused_skinny/strict | 0.0500 | vendor/strict | 0.0660 | "
-        "-24.2% | 2.00 |"]
+        "-24.2% | 2.00 |",
+    ]
     assert "| seed | 1024x8192x8192 | ModelNew | strict | - | 5/5 | 2.5000 | 1.20 |" in lines
-    assert ("| 7 | `gpu-random7` | `bbbbbbb` | held-out | held-out | 2 | 50% | 50% | +110.0% | "
-            "50% | 50% | +140.0% |") in lines
-    assert ("| 7 | `gpu-random7` | `bbbbbbb` | held-out | fit | 1 | 100% | 100% | +0.0% | 0% | "
-            "0% | +30.0% |") in lines
+    assert (
+        "| 7 | `gpu-random7` | `bbbbbbb` | held-out | held-out | 2 | 50% | 50% | +110.0% | "
+        "50% | 50% | +140.0% |"
+    ) in lines
+    assert (
+        "| 7 | `gpu-random7` | `bbbbbbb` | held-out | fit | 1 | 100% | 100% | +0.0% | 0% | "
+        "0% | +30.0% |"
+    ) in lines
     for stale in ("newest", "this session"):
         assert stale not in text.lower()
 

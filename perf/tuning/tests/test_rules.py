@@ -15,8 +15,10 @@ def test_gpu_header(dataset_dir, fake_tool, tmp_path):
     text = files[out / "GpuRule.hpp"]
     lines = text.splitlines()
     assert lines[0] == "// SPDX-License-Identifier: Apache-2.0"
-    assert "// Provenance: library bbbbbbb, NVIDIA H200; coefficients fitted on the runs " \
-           "(perf/data/runs.csv)" in lines
+    assert (
+        "// Provenance: library bbbbbbb, NVIDIA H200; coefficients fitted on the runs "
+        "(perf/data/runs.csv)" in lines
+    )
     assert "//   gpu-random7." in lines
     assert "struct GpuRule {" in lines
     assert "  static constexpr int terms = 3;" in lines
@@ -45,11 +47,15 @@ def test_host_header_carries_the_fit(dataset_dir, fake_tool, tmp_path):
 
 
 def test_long_arrays_wrap():
-    lines = rules.array_lines("fused_ms", [0.004649, 1.05e-07, 4.961e-08, 1.245e-08, 2.578e-07,
-                                           0.0001683, 3.244e-07, 0, 0])
-    assert lines == ["  static constexpr double fused_ms[terms] = {",
-                     "      0.004649, 1.05e-07, 4.961e-08, 1.245e-08, 2.578e-07, 0.0001683, "
-                     "3.244e-07, 0, 0};"]
+    lines = rules.array_lines(
+        "fused_ms",
+        [0.004649, 1.05e-07, 4.961e-08, 1.245e-08, 2.578e-07, 0.0001683, 3.244e-07, 0, 0],
+    )
+    assert lines == [
+        "  static constexpr double fused_ms[terms] = {",
+        "      0.004649, 1.05e-07, 4.961e-08, 1.245e-08, 2.578e-07, 0.0001683, "
+        "3.244e-07, 0, 0};",
+    ]
 
 
 def test_write_then_check(dataset_dir, fake_tool, tmp_path, capsys):
@@ -71,13 +77,27 @@ def test_golden_table_where_the_tool_has_it(dataset_dir, fake_tool, tmp_path, mo
     monkeypatch.setenv("FAKE_GOLDEN", "1")
     out, (files, notes) = generate(dataset_dir, fake_tool, tmp_path)
     assert notes == []
-    assert files[out / "dispatch-golden.csv"] == \
-        "profile,shape,floor,path\nh200,1x64x64,strict,fused_skinny\n"
+    assert (
+        files[out / "dispatch-golden.csv"]
+        == "profile,shape,floor,path\nh200,1x64x64,strict,fused_skinny\n"
+    )
 
 
 def test_provenance_runs_must_exist(dataset_dir, fake_tool, tmp_path):
     spec = json.loads((dataset_dir / "rules" / "gpu.json").read_text())
     spec["fit"]["runs"].append("gone")
     (dataset_dir / "rules" / "gpu.json").write_text(json.dumps(spec))
-    assert rules.main(["--check", "--replay-tool", str(fake_tool), "--data", str(dataset_dir),
-                       "--rules-dir", str(tmp_path)]) == 1
+    assert (
+        rules.main(
+            [
+                "--check",
+                "--replay-tool",
+                str(fake_tool),
+                "--data",
+                str(dataset_dir),
+                "--rules-dir",
+                str(tmp_path),
+            ]
+        )
+        == 1
+    )

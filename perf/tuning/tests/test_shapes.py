@@ -24,9 +24,11 @@ def test_bounds_hold():
 def test_the_studies_splits_regenerate():
     """perf/data/splits.csv is what the generator draws for the studies' seeds and bounds."""
     splits = data.Dataset().splits()
-    for seed, count, device, held_out, max_work in ((21, 48, "cuda", 0.5, None),
-                                                   (33, 24, "cuda", 1.0, None),
-                                                   (39, 48, "cpu", 1.0, 1 << 31)):
+    for seed, count, device, held_out, max_work in (
+        (21, 48, "cuda", 0.5, None),
+        (33, 24, "cuda", 1.0, None),
+        (39, 48, "cpu", 1.0, 1 << 31),
+    ):
         drawn, _ = shapes.draw(count, seed, device, held_out, max_work=max_work)
         assert {s["shape"]: s["split"] for s in drawn} == splits[str(seed)]
 
