@@ -5,7 +5,7 @@
 // "FusedLinear::Plan::execute", "FusedLinear::linear_leaky_relu"); in both cases every element
 // of Y's buffer outside Y (guard bands around and between its rows and columns) and every input
 // buffer (guard bands included) is unchanged, and a refused call leaves Y unchanged too.
-// This file: the typed suite, over every execution space (support/ContractSpaces.hpp):
+// This file: the typed suite, over every execution space (ContractSpaces.hpp):
 //
 //   Contract/<space>.EveryPathEveryViewKind     every algorithm x precision x float/double x
 //                                               LayoutRight/Left/Stride Views: padded, strided,
@@ -15,7 +15,7 @@
 //   Contract/<space>.GeneratedCases             seeded shapes and View kinds
 //                                               (FUSED_LINEAR_CONTRACT_SEED / _CASES)
 //   Contract/<space>.Regression*                past defects that every space can show
-// (tests/support/: the guarded buffers (Guarded.hpp), the View sets and checked_call
+// (In this folder: the guarded buffers (Guarded.hpp), the View sets and checked_call
 // (Contract.hpp).)
 #include <algorithm>
 #include <array>
@@ -29,7 +29,7 @@
 #include <utility>
 #include <vector>
 
-#include "../support/ContractSpaces.hpp"
+#include "ContractSpaces.hpp"
 
 namespace {
 
@@ -72,7 +72,7 @@ std::vector<Arrangement> view_kinds(std::int64_t M, std::int64_t K, std::int64_t
 }
 
 /// 1. Every algorithm x precision x View kind, through the one-shot call and a Plan made on
-/// the same Views: which requests run is `serves` (support/Serves.hpp); the rest must be refused.
+/// the same Views: which requests run is `serves` (common/Serves.hpp); the rest must be refused.
 template <class Exec, class Set>
 void every_view_kind(Tally& tally, std::int64_t M, std::int64_t K, std::int64_t N);
 

@@ -12,7 +12,7 @@
 #include <thread>
 #include <vector>
 
-#include "../support/ContractJobs.hpp"
+#include "ContractJobs.hpp"
 
 namespace {
 

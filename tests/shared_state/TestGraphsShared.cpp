@@ -27,7 +27,7 @@
 #include <thread>
 #include <vector>
 
-#include "../support/TestHelpers.hpp"
+#include "../common/TestHelpers.hpp"
 
 namespace {
 

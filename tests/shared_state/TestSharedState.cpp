@@ -13,7 +13,7 @@
 //                                            the host vector ISA
 //   SharedState.AliasCheckBoundedOnInterleavedViews
 //                                            shares_elements' budget bounds its work
-// The CUDA side (graphs, captures, devices) is in contract/TestGraphsShared.cpp.
+// The CUDA side (graphs, captures, devices) is in TestGraphsShared.cpp.
 #include <atomic>
 #include <chrono>
 #include <clocale>

@@ -9,8 +9,8 @@
 //  - Serves.hpp        the documented contract of which requests a build serves, and `attempt`
 //                      and `make_plan`, which check that a request ran exactly when it says;
 //  - LiteralCases.hpp  hand-computed values with literal expectations.
-#ifndef FUSED_LINEAR_TEST_SUPPORT_TEST_HELPERS_HPP
-#define FUSED_LINEAR_TEST_SUPPORT_TEST_HELPERS_HPP
+#ifndef FUSED_LINEAR_TEST_COMMON_TEST_HELPERS_HPP
+#define FUSED_LINEAR_TEST_COMMON_TEST_HELPERS_HPP
 
 #include <algorithm>
 #include <cmath>
