@@ -8,7 +8,7 @@
 // rule is judged on every stored run before it reaches the machine; --terms prints the cost
 // model's terms instead (every GPU path and precision, or the host kernels), which
 // tuning.gpu_model and tuning.host_model fit the coefficients to; --golden prints the golden
-// dispatch table (every profile x shape x floor of tests/support/GoldenProfiles.hpp, CSV), which
+// dispatch table (every profile x shape x floor of tests/dispatch/GoldenProfiles.hpp, CSV), which
 // tuning.rules writes to src/FusedLinear/impl/rules/dispatch-golden.csv:
 //   fused_linear_replay_rule [--multiprocessors S --fp32-gflops F --memory-gbps B] [--terms]
 //   SHAPES... fused_linear_replay_rule --host generic --threads 2 [--terms] SHAPES...
@@ -21,7 +21,7 @@
 #include <vector>
 
 #include "FusedLinear/impl/Dispatch.hpp"
-#include "support/GoldenProfiles.hpp"
+#include "dispatch/GoldenProfiles.hpp"
 
 namespace {
 

@@ -5,7 +5,7 @@
 //    fenced;
 //  - two host threads with an instance each (CUDA);
 //  - two host threads in a loop on the default instance through the overload without an
-//    instance, at shapes whose K is split (the regression test of split-K counters that a race
+//    instance, at shapes whose K is split (guarding against split-K counters that a race
 //    could corrupt for good), then single-threaded calls;
 //  - (the product on the caller's stream, Concurrency.NativeGemmOnTheCallersStream, is in
 //    TestViews.cpp: it shares the mixed-layout Views' instantiation).
@@ -14,7 +14,7 @@
 #include <thread>
 #include <vector>
 
-#include "support/TestHelpers.hpp"
+#include "common/TestHelpers.hpp"
 
 namespace {
 

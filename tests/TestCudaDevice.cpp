@@ -7,7 +7,7 @@
 #include <thread>
 #include <vector>
 
-#include "support/TestHelpers.hpp"
+#include "common/TestHelpers.hpp"
 
 namespace {
 

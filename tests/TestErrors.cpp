@@ -11,7 +11,7 @@
 #include <vector>
 #include <string>
 
-#include "support/TestHelpers.hpp"
+#include "common/TestHelpers.hpp"
 
 namespace {
 

@@ -14,7 +14,7 @@
 #include <initializer_list>
 #include <vector>
 
-#include "support/TestHelpers.hpp"
+#include "common/TestHelpers.hpp"
 
 namespace {
 

@@ -7,7 +7,7 @@
 #include <utility>
 #include <vector>
 
-#include "support/TestHelpers.hpp"
+#include "common/TestHelpers.hpp"
 
 namespace {
 

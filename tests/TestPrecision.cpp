@@ -16,7 +16,7 @@
 #include <string>
 #include <vector>
 
-#include "support/TestHelpers.hpp"
+#include "common/TestHelpers.hpp"
 
 #include <FusedLinear/impl/kernels/Tf32Split.hpp>
 

@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: Apache-2.0
-// The references themselves: the test's own float64 reference (support/Oracle.hpp) reproduces
+// The references themselves: the test's own float64 reference (common/Oracle.hpp) reproduces
 // the hand-computed values, and the library's FusedLinear::reference_linear_leaky_relu (what the
 // perf program measures against) agrees with it, special values and signed zeros included; the
 // library's reference fails with a clear exception when it cannot allocate.
@@ -7,7 +7,7 @@
 #include <limits>
 #include <random>
 
-#include "support/TestHelpers.hpp"
+#include "common/TestHelpers.hpp"
 
 namespace {
 

@@ -11,7 +11,7 @@
 // and later abort on it, so there one cycle runs.
 #include <cstdio>
 
-#include "support/TestHelpers.hpp"
+#include "common/TestHelpers.hpp"
 
 namespace {
 

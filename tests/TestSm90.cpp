@@ -6,7 +6,7 @@
 #include <cstdint>
 #include <string>
 
-#include "support/TestHelpers.hpp"
+#include "common/TestHelpers.hpp"
 
 namespace {
 

@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: Apache-2.0
-// Views of every kind (the "Views with memory traits"), on the default execution space,
+// Views of every kind (memory traits included), on the default execution space,
 // each against the test's reference on every path the build can run for it (a refusal must be a
 // documented one: attempt() checks): column-offset subviews of wider Views (padded LayoutRight,
 // rows not 16-byte aligned), LayoutStride Views with non-unit strides in every position, mixed
@@ -15,7 +15,7 @@
 #include <utility>
 #include <vector>
 
-#include "support/TestHelpers.hpp"
+#include "common/TestHelpers.hpp"
 
 namespace {
 

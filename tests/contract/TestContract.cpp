@@ -5,7 +5,7 @@
 // "FusedLinear::Plan::execute", "FusedLinear::linear_leaky_relu"); in both cases every element
 // of Y's buffer outside Y (guard bands around and between its rows and columns) and every input
 // buffer (guard bands included) is unchanged, and a refused call leaves Y unchanged too.
-// This file: the typed suite, over every execution space (support/ContractSpaces.hpp):
+// This file: the typed suite, over every execution space (ContractSpaces.hpp):
 //
 //   Contract/<space>.EveryPathEveryViewKind     every algorithm x precision x float/double x
 //                                               LayoutRight/Left/Stride Views: padded, strided,
@@ -14,8 +14,8 @@
 //                                               strides, alignment, bias strides, layouts
 //   Contract/<space>.GeneratedCases             seeded shapes and View kinds
 //                                               (FUSED_LINEAR_CONTRACT_SEED / _CASES)
-//   Contract/<space>.Regression*                past defects that every space can show
-// (tests/support/: the guarded buffers (Guarded.hpp), the View sets and checked_call
+//   Contract/<space>.Regression*                defects that every space can show
+// (In this folder: the guarded buffers (Guarded.hpp), the View sets and checked_call
 // (Contract.hpp).)
 #include <algorithm>
 #include <array>
@@ -29,7 +29,7 @@
 #include <utility>
 #include <vector>
 
-#include "../support/ContractSpaces.hpp"
+#include "ContractSpaces.hpp"
 
 namespace {
 
@@ -72,7 +72,7 @@ std::vector<Arrangement> view_kinds(std::int64_t M, std::int64_t K, std::int64_t
 }
 
 /// 1. Every algorithm x precision x View kind, through the one-shot call and a Plan made on
-/// the same Views: which requests run is `serves` (support/Serves.hpp); the rest must be refused.
+/// the same Views: which requests run is `serves` (common/Serves.hpp); the rest must be refused.
 template <class Exec, class Set>
 void every_view_kind(Tally& tally, std::int64_t M, std::int64_t K, std::int64_t N);
 
@@ -401,7 +401,7 @@ TYPED_TEST(Contract, GeneratedCases) {
   tally.print(std::string(TypeParam::name()) + " GeneratedCases");
 }
 
-// Regression (the overlap check compared address ranges): X = subview(buf, ALL,
+// Guards against an overlap check on address ranges alone: X = subview(buf, ALL,
 // {0, K}) and Y = subview(buf, ALL, {K, K + N}) of one LayoutRight buffer — PyTorch's "write
 // into the concatenation" — share no element and must be accepted and computed right on every
 // path, through the one-shot call and a Plan; so must X's and Y's columns interleaved in one
@@ -488,11 +488,11 @@ TYPED_TEST(Contract, RegressionDisjointViewsOfOneBufferAccepted) {
   tally.print(std::string(Exec::name()) + " RegressionDisjointViewsOfOneBufferAccepted");
 }
 
-// Regression (cuBLASLt's bias epilogue decided on the plan's b, never re-checked):
-// vendor_lt (and every path through cuBLASLt), the plan made with a unit-stride LayoutStride
-// bias, executed with a stride-3 bias over the same buffer: computed right or refused, never
-// the first N contiguous elements added. 512x1024x1024 on GPUs (as found), small on the host.
-// Also the review item of an offset (not 16-byte aligned) bias slice at execute.
+// Guards against cuBLASLt's bias epilogue being decided on the plan's b and not re-checked at
+// execute: vendor_lt (and every path through cuBLASLt), the plan made with a unit-stride
+// LayoutStride bias, executed with a stride-3 bias over the same buffer: computed right or
+// refused, never the first N contiguous elements added. 512x1024x1024 on GPUs (where it
+// showed), small on the host. Also an offset (not 16-byte aligned) bias slice at execute.
 TYPED_TEST(Contract, RegressionStridedBiasAtExecute) {
   using Exec = TypeParam;
   using Mem = typename Exec::memory_space;

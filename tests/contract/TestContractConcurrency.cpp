@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 // The plan's contract under concurrency: the default instance from several host threads, an
 // instance per thread, a plan made while another thread calls, two plans running on two
-// instances at once; every call checked as the contract suites check (support/Contract.hpp).
+// instances at once; every call checked as the contract suites check (Contract.hpp).
 #include <atomic>
 #include <chrono>
 #include <cstdint>
@@ -12,7 +12,7 @@
 #include <thread>
 #include <vector>
 
-#include "../support/ContractJobs.hpp"
+#include "ContractJobs.hpp"
 
 namespace {
 

@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-#include "../support/ContractJobs.hpp"
+#include "ContractJobs.hpp"
 
 namespace {
 

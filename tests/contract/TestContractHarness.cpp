@@ -1,10 +1,10 @@
 // SPDX-License-Identifier: Apache-2.0
-// The contract harness itself (support/Guarded.hpp, support/Contract.hpp): what the contract
+// The contract harness itself (Guarded.hpp, Contract.hpp): what the contract
 // suites check must be able to fail.
 #include <cstdint>
 #include <vector>
 
-#include "../support/Contract.hpp"
+#include "Contract.hpp"
 
 namespace {
 

@@ -1,8 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
-// Past defects of the CUDA paths, each a test that failed before its fix: plans shared between
-// per-thread default streams, a worker thread's first call to skinny_sm90, a split-K graph
-// replay, an sm_90a plan executed with column stride 2, cuBLASLt refusing after a write. CUDA
-// builds only (skipped elsewhere); the defects every space can show are Contract/*.Regression*.
+// Defects the CUDA paths have shown, one test each: plans shared between per-thread default
+// streams, a worker thread's first call to skinny_sm90, a split-K graph replay, an sm_90a plan
+// executed with column stride 2, cuBLASLt refusing after a write. CUDA builds only (skipped
+// elsewhere); the defects every space can show are Contract/*.Regression*.
 #include <atomic>
 #include <cstdint>
 #include <exception>
@@ -12,15 +12,15 @@
 #include <thread>
 #include <vector>
 
-#include "../support/ContractJobs.hpp"
+#include "ContractJobs.hpp"
 
 namespace {
 
 using namespace FusedLinearTest;
 using namespace FusedLinearTest::Contract;
 
-// Regression (the plan cache identified an instance by its cudaStream_t value, which
-// is the same handle for every thread's per-thread default stream): two host threads, each on
+// Guards against the plan cache identifying an instance by its cudaStream_t value alone, which
+// is the same handle for every thread's per-thread default stream: two host threads, each on
 // Kokkos::Cuda(cudaStreamPerThread), each calling the one-shot fused_skinny with 7 forced K
 // splits at 17x4096x260 200 times on inputs of its own; every result checked.
 TEST(ContractRegression, PerThreadDefaultStreamsDoNotShareAPlan) {
@@ -52,8 +52,8 @@ TEST(ContractRegression, PerThreadDefaultStreamsDoNotShareAPlan) {
 
 // The same, with the two threads' calls overlapping on the GPU: each thread enqueues 200 calls
 // without waiting, cycling over 8 outputs (one plan: same strides and alignment class), then
-// all outputs are checked. Sharing one plan's split-K partial sums and counters, the threads'
-// kernels mixed each other's sums.
+// all outputs are checked. Were one plan's split-K partial sums and counters shared, the
+// threads' kernels would mix each other's sums.
 TEST(ContractRegression, PerThreadDefaultStreamsOverlapping) {
 #if !defined(KOKKOS_ENABLE_CUDA)
   GTEST_SKIP() << "needs a CUDA build (per-thread default streams)";
@@ -99,8 +99,8 @@ TEST(ContractRegression, PerThreadDefaultStreamsOverlapping) {
 #endif
 }
 
-// Regression ("cannot run the sm_90a few-rows kernel (invalid argument)" on a worker
-// thread's first call): four std::threads that never touched CUDA, each with its own instance
+// Guards against "cannot run the sm_90a few-rows kernel (invalid argument)" on a worker
+// thread's first call: four std::threads that never touched CUDA, each with its own instance
 // on a non-blocking stream (made on the initialising thread), each making its first CUDA call
 // a one-shot skinny_sm90 call at M x 8192 x 8192 (M = 3, 5, 6, 7), 30 calls each, all checked.
 TEST(ContractRegression, WorkerThreadsFirstCallToSkinnySm90) {
@@ -133,9 +133,9 @@ TEST(ContractRegression, WorkerThreadsFirstCallToSkinnySm90) {
 #endif
 }
 
-// Regression (the call number a kernel argument baked into the graph, the arrival
-// counters never reset): fused_skinny with 4 forced K splits, captured and replayed 3 times:
-// every replay must write the right Y.
+// Guards against split-K state baked into a graph (a call number passed as a kernel argument,
+// arrival counters not reset between replays): fused_skinny with 4 forced K splits, captured
+// and replayed 3 times: every replay must write the right Y.
 TEST(ContractRegression, GraphReplayOfSplitK) {
 #if !defined(KOKKOS_ENABLE_CUDA)
   GTEST_SKIP() << "needs a CUDA build (CUDA graphs)";
@@ -148,8 +148,8 @@ TEST(ContractRegression, GraphReplayOfSplitK) {
 #endif
 }
 
-// Regression (run_sm90 re-checked row strides and alignment, never the column
-// strides): skinny_sm90 (and auto, which takes it) planned on LayoutStride CudaSpace Unmanaged
+// Guards against run_sm90 re-checking row strides and alignment at execute but not the column
+// strides: skinny_sm90 (and auto, which takes it) planned on LayoutStride CudaSpace Unmanaged
 // Views with unit column strides, X 8x8192, W 4096x8192, Y 8x4096, executed with X and Y of
 // column stride 2 over the same buffers (LayoutStride(M, 2K, K, 2)): computed right or
 // refused, nothing outside Y written. The same for fused_sm90/3xtf32 at 256x8192x4096.
@@ -199,8 +199,8 @@ TEST(ContractRegression, Sm90PlanExecutedWithColumnStride2) {
 #endif
 }
 
-// Regression: vendor_prefill + 3xtf32 wrote Y (the prefill) before cuBLASLt's
-// check could refuse the Views. Every path through cuBLASLt, planned on aligned LayoutRight
+// Guards against a path writing Y (vendor_prefill + 3xtf32's prefill) before cuBLASLt's check
+// can refuse the Views. Every path through cuBLASLt, planned on aligned LayoutRight
 // Views, executed on Views one element off (less aligned than the plan's kernel assumes):
 // computed right or refused, and a refused call leaves Y untouched.
 TEST(ContractRegression, CublasLtRefusalLeavesYUntouched) {

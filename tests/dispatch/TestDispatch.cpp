@@ -16,7 +16,7 @@
 #include <gtest/gtest.h>
 
 #include "FusedLinear/impl/Dispatch.hpp"
-#include "../support/Basics.hpp"
+#include "../common/Basics.hpp"
 
 namespace {
 

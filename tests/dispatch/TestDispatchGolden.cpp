@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
 // Auto's decisions against the golden table (src/FusedLinear/impl/rules/dispatch-golden.csv,
-// written by `fused_linear_replay_rule --golden` from tests/support/GoldenProfiles.hpp): a change
+// written by `fused_linear_replay_rule --golden` from GoldenProfiles.hpp): a change
 // to the rule's numbers or code shows here as the rows it changes, and is accepted by
 // regenerating the table beside the rule, one reviewable diff.
 #include <cstddef>
@@ -12,7 +12,7 @@
 
 #include <gtest/gtest.h>
 
-#include "../support/GoldenProfiles.hpp"
+#include "GoldenProfiles.hpp"
 
 #if !defined(FUSED_LINEAR_DISPATCH_GOLDEN)
 #error "FUSED_LINEAR_DISPATCH_GOLDEN (the golden table's path) is set by tests/CMakeLists.txt"

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
 // What holds of every decision, whatever the rule's numbers: over the golden table's profiles
-// and shapes (tests/support/GoldenProfiles.hpp), every floor and every explicit algorithm, auto
+// and shapes (GoldenProfiles.hpp), every floor and every explicit algorithm, auto
 // chooses a path an explicit request is served on, meets its floor, and a note appears exactly
 // where what runs differs from what was asked, saying so; an empty shape runs no product.
 #include <algorithm>
@@ -12,8 +12,8 @@
 #include <gtest/gtest.h>
 
 #include "FusedLinear/impl/Dispatch.hpp"
-#include "../support/Basics.hpp"
-#include "../support/GoldenProfiles.hpp"
+#include "../common/Basics.hpp"
+#include "GoldenProfiles.hpp"
 
 namespace {
 

@@ -5,8 +5,8 @@
 #include <type_traits>
 #include <utility>
 
-#include "../support/Common.hpp"
-#include "../support/Serves.hpp"
+#include "../common/Common.hpp"
+#include "../common/Serves.hpp"
 
 namespace {
 

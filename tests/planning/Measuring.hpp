@@ -2,15 +2,15 @@
 // What the Planning suite's files share (TestPlanning*.cpp): the problem and plan type of its
 // measured plans (one instantiation), the fake clock that Tuning::measure_clock points at, the
 // options of a measured plan, and the candidates Measure times for a problem.
-#ifndef FUSED_LINEAR_TEST_SUPPORT_MEASURING_HPP
-#define FUSED_LINEAR_TEST_SUPPORT_MEASURING_HPP
+#ifndef FUSED_LINEAR_TEST_PLANNING_MEASURING_HPP
+#define FUSED_LINEAR_TEST_PLANNING_MEASURING_HPP
 
 #include <map>
 #include <set>
 #include <utility>
 #include <vector>
 
-#include "TestHelpers.hpp"
+#include "../common/TestHelpers.hpp"
 
 namespace FusedLinearTest {
 namespace Measuring {

@@ -1,8 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
 // Views to and from the host: any View's values as row-major doubles and back, one element set
 // from the host, and a layer call's inputs gathered for the reference.
-#ifndef FUSED_LINEAR_TEST_SUPPORT_HOST_COPIES_HPP
-#define FUSED_LINEAR_TEST_SUPPORT_HOST_COPIES_HPP
+#ifndef FUSED_LINEAR_TEST_COMMON_HOST_COPIES_HPP
+#define FUSED_LINEAR_TEST_COMMON_HOST_COPIES_HPP
 
 #include <cstddef>
 #include <cstdint>

@@ -13,7 +13,7 @@
 //                                            the host vector ISA
 //   SharedState.AliasCheckBoundedOnInterleavedViews
 //                                            shares_elements' budget bounds its work
-// The CUDA side (graphs, captures, devices) is in contract/TestGraphsShared.cpp.
+// The CUDA side (graphs, captures, devices) is in TestGraphsShared.cpp.
 #include <atomic>
 #include <chrono>
 #include <clocale>
@@ -116,10 +116,10 @@ struct HostLayer {
   }
 };
 
-// GNU OpenMP's pool does not survive fork(); Kokkos opens every parallel
-// region with its whole pool, so a child forked after the parent computed on OpenMP hung in
-// its first call. The child's call on the thread pool must now return: computed right, or
-// refused with std::runtime_error naming the function; Kokkos::Serial computes there.
+// Guards against a forked child hanging in its first call: GNU OpenMP's pool does not survive
+// fork() and Kokkos opens every parallel region with its whole pool. After the parent computed
+// on OpenMP, the child's call on the thread pool must return, computed right or refused with
+// std::runtime_error naming the function; Kokkos::Serial computes there.
 TEST(SharedState, ForkedChildNeverHangs) {
 #if !defined(FUSED_LINEAR_TEST_HAS_FORK) || !defined(KOKKOS_ENABLE_OPENMP)
   GTEST_SKIP() << "needs fork() and an OpenMP build";
@@ -189,9 +189,9 @@ double fixed_clock(Algorithm a, Precision, int, int, double) {
   return a == Algorithm::Fused ? 1234.5 : 2000.25;
 }
 
-// the text format followed the process's locale: under a global C++ locale
-// with digit grouping the milliseconds came out as "1.234,5" (which import then refused) and
-// the key's extents as "1.000x..."; under the C locale de_DE, strtod read "1234.5" as 1234.
+// Guards against the wisdom text following the process's locale: a global C++ locale with digit
+// grouping would write the milliseconds as "1.234,5" (which import refuses) and the key's
+// extents as "1.000x..."; under the C locale de_DE, strtod would read "1234.5" as 1234.
 TEST(SharedState, WisdomTextIgnoresTheLocale) {
   FusedLinear::forget_wisdom();
   const std::string text =
@@ -233,9 +233,9 @@ TEST(SharedState, WisdomTextIgnoresTheLocale) {
   FusedLinear::forget_wisdom();
 }
 
-// an istream with failbit exceptions made import_wisdom throw
-// std::ios_base::failure on valid input (reading to the end sets failbit). Valid input must be
-// read, the caller's mask kept; invalid input still gives std::invalid_argument.
+// Guards against import_wisdom throwing std::ios_base::failure on valid input from an istream
+// with failbit exceptions (reading to the end sets failbit): valid input is read, the caller's
+// mask kept; invalid input gives std::invalid_argument.
 TEST(SharedState, WisdomImportKeepsTheStreamsExceptionMask) {
   FusedLinear::forget_wisdom();
   const std::string text = "FusedLinear wisdom 1\nentry\tk\tfused\tstrict\t0\t1.5\nend\n";
@@ -255,9 +255,9 @@ TEST(SharedState, WisdomImportKeepsTheStreamsExceptionMask) {
   FusedLinear::forget_wisdom();
 }
 
-// the key's "library version" was the CMake project version alone; a
-// measured choice also depends on Kokkos', Kokkos Kernels' versions and the host vector ISA
-// the kernels were compiled for.
+// Guards against wisdom measured under one build being taken by another: a measured choice
+// depends on Kokkos', Kokkos Kernels' versions and the host vector ISA the kernels were compiled
+// for, not only on the library's version, so the key names them all.
 TEST(SharedState, WisdomKeyNamesTheVersions) {
   FusedLinear::forget_wisdom();
   HostMatrix X("X", 8, 4), W("W", 3, 4), Y("Y", 8, 3);
@@ -280,11 +280,11 @@ TEST(SharedState, WisdomKeyNamesTheVersions) {
 
 // ------------------------------------------------------------------ the alias check
 
-// shares_elements' 2^16 budget counted only the pairs of lines it compared,
-// not the lines it walked: two interleaved Views of different strides whose lines never meet
-// cost one step per line of the first (2^34 here: minutes). The check must stay within its
-// budget (and answer yes, conservatively, past it). No memory is touched: the Views are
-// unmanaged, over an address nothing is allocated at.
+// Guards against the alias check's work escaping its budget: shares_elements' 2^16 budget must
+// count the lines it walks, not only the pairs of lines it compares, or two interleaved Views of
+// different strides whose lines never meet cost one step per line of the first (2^34 here:
+// minutes). The check stays within its budget and answers yes, conservatively, past it. No
+// memory is touched: the Views are unmanaged, over an address nothing is allocated at.
 TEST(SharedState, AliasCheckBoundedOnInterleavedViews) {
 #if !defined(FUSED_LINEAR_TEST_HAS_FORK)
   GTEST_SKIP() << "needs fork() (the unbounded loop would hang the suite)";

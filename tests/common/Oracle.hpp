@@ -2,8 +2,8 @@
 // The test's OWN float64 reference of the layer (not the library's: an epilogue bug in the
 // library — scale and bias swapped, >= for > — must not pass because both sides share it), and
 // the per-element tolerance derived from K and the value type (Bounds.hpp adds the precisions').
-#ifndef FUSED_LINEAR_TEST_SUPPORT_ORACLE_HPP
-#define FUSED_LINEAR_TEST_SUPPORT_ORACLE_HPP
+#ifndef FUSED_LINEAR_TEST_COMMON_ORACLE_HPP
+#define FUSED_LINEAR_TEST_COMMON_ORACLE_HPP
 
 #include <algorithm>
 #include <cmath>

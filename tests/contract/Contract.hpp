@@ -5,8 +5,8 @@
 // of the rows checked, and `checked_call`: one call of the library under the contract — it
 // computes right or throws std::invalid_argument naming the function, and either way nothing
 // but Y's elements changes (nothing at all when refused).
-#ifndef FUSED_LINEAR_TEST_SUPPORT_CONTRACT_HPP
-#define FUSED_LINEAR_TEST_SUPPORT_CONTRACT_HPP
+#ifndef FUSED_LINEAR_TEST_CONTRACT_CONTRACT_HPP
+#define FUSED_LINEAR_TEST_CONTRACT_CONTRACT_HPP
 
 #include <array>
 #include <cstdio>

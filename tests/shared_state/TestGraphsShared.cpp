@@ -27,7 +27,7 @@
 #include <thread>
 #include <vector>
 
-#include "../support/TestHelpers.hpp"
+#include "../common/TestHelpers.hpp"
 
 namespace {
 
@@ -104,11 +104,12 @@ bool eventually(const std::function<bool()>& done) {
 }
 #endif
 
-// every graph captured on one stream with one shape baked in the same cached
-// plan's workspace (split operands, split-K partial sums and counters, cuBLASLt's workspace),
-// so two such graphs replayed at once overwrote each other's scratch. Each capture now takes a
-// plan of its own. Shapes: 256x4096x4096 (the vendor 3xTF32 split operands, fused_sm90's
-// copies) and 17x4096x260 (split K); 20 rounds of concurrent replays and an eager call.
+// Guards against two graphs of one key sharing scratch: graphs captured on one stream with one
+// shape must not bake in the same cached plan's workspace (split operands, split-K partial sums
+// and counters, cuBLASLt's workspace), or replayed at once they overwrite each other's. Each
+// capture takes a plan of its own. Shapes: 256x4096x4096 (the vendor 3xTF32 split operands,
+// fused_sm90's copies) and 17x4096x260 (split K); 20 rounds of concurrent replays and an eager
+// call.
 TEST(GraphsShared, TwoGraphsOfOneKeyReplayedConcurrently) {
 #if !defined(KOKKOS_ENABLE_CUDA)
   GTEST_SKIP() << "needs a CUDA build (CUDA graphs)";
@@ -243,9 +244,9 @@ TEST(GraphsShared, SecondCaptureNeedsACallOfItsOwn) {
 #endif
 }
 
-// pinned plans counted against the 32 plans, so with 31 graphs captured
-// every eager call on a new shape evicted the previous one, and they were never released one
-// by one. Captured plans are now outside the capacity and freed once their graphs are gone.
+// Guards against captured plans crowding out the eager ones: with 31 graphs captured, eager
+// calls on two new shapes must not evict each other (captured plans are outside the cache's 32),
+// and each graph's plan is freed once that graph is destroyed.
 TEST(GraphsShared, CapturedPlansOutsideTheCapacity) {
 #if !defined(KOKKOS_ENABLE_CUDA)
   GTEST_SKIP() << "needs a CUDA build (CUDA graphs)";
@@ -289,10 +290,11 @@ TEST(GraphsShared, CapturedPlansOutsideTheCapacity) {
 #endif
 }
 
-// release_cached_plans() while a stream was being captured (global mode)
-// destroyed plans whose destructors wait for the device and free memory, illegal during a
-// capture: Kokkos threw from a destructor, std::terminate. A FusedLinear::Plan destroyed during
-// its own stream's capture too. Now: deferred, the capture intact, the memory freed after.
+// Guards against std::terminate from a release during a capture: release_cached_plans() while
+// a stream is being captured (global mode), or a FusedLinear::Plan destroyed during its own
+// stream's capture, must not run destructors that wait for the device and free memory (illegal
+// during a capture; Kokkos throws from the destructor). The release is deferred, the capture
+// stays intact, the memory is freed after it.
 TEST(GraphsShared, ReleaseDuringCaptureIsDeferred) {
 #if !defined(KOKKOS_ENABLE_CUDA)
   GTEST_SKIP() << "needs a CUDA build (CUDA graphs)";
@@ -353,12 +355,12 @@ TEST(GraphsShared, ReleaseDuringCaptureIsDeferred) {
 #endif
 }
 
-// the one-shot call queried the stream (cudaStreamIsCapturing,
-// cudaStreamGetId) and the cache made and waited for events before selecting the instance's
-// device: from a thread whose current device is another, that created a context there and
-// read the wrong device's state. Two GPUs would show it; on one, the order is checked: no
-// direct CUDA call of the entry points (calls, captures, evictions, releases, a Plan's
-// destruction) may come before a device guard, from the main thread and a worker thread.
+// Guards against CUDA calls on the wrong device: querying the stream (cudaStreamIsCapturing,
+// cudaStreamGetId) or making and waiting for events before selecting the instance's device
+// would, from a thread whose current device is another, create a context there and read the
+// wrong device's state. Two GPUs would show it; on one, the order is checked: no direct CUDA
+// call of the entry points (calls, captures, evictions, releases, a Plan's destruction) may
+// come before a device guard, from the main thread and a worker thread.
 TEST(GraphsShared, DeviceSelectedBeforeAnyCudaCall) {
 #if !defined(KOKKOS_ENABLE_CUDA)
   GTEST_SKIP() << "needs a CUDA build";
@@ -394,11 +396,11 @@ TEST(GraphsShared, DeviceSelectedBeforeAnyCudaCall) {
 #endif
 }
 
-// wisdom named a cuBLASLt algorithm by its rank in the heuristic's list, and
-// the list a plan from wisdom asks for is not the one measured (the 1 MiB algorithm lands
-// elsewhere in a shorter list). The algorithm is now named by its configuration: a product
-// made for few algorithms, given the configuration of one ranked further (or one it does not
-// hold at all), runs that one.
+// Guards against wisdom selecting another cuBLASLt algorithm than the one measured: a rank in
+// the heuristic's list does not name it (the list a plan from wisdom asks for is not the one
+// measured: the 1 MiB algorithm lands elsewhere in a shorter list), its configuration does. A
+// product made for few algorithms, given the configuration of one ranked further (or one it
+// does not hold at all), runs that one; the text format keeps the configuration.
 TEST(SharedStateCuda, WisdomIdentifiesTheCublasLtAlgorithm) {
 #if !defined(FUSED_LINEAR_CUBLASLT)
   GTEST_SKIP() << "needs a CUDA build with cuBLASLt";

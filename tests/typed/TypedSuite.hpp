@@ -5,7 +5,7 @@
 // default execution space: float/double x LayoutRight/LayoutLeft) and TestTypedSpaces.cpp (every
 // other execution space the build enables: float LayoutRight and double LayoutLeft), so that the
 // two halves compile in parallel and the kernels are instantiated deliberately. The fixture and
-// the configurations are in support/TypedLayer.hpp.
+// the configurations are in TypedLayer.hpp.
 #ifndef FUSED_LINEAR_TEST_TYPED_SUITE_HPP
 #define FUSED_LINEAR_TEST_TYPED_SUITE_HPP
 
@@ -19,8 +19,8 @@
 #include <utility>
 #include <vector>
 
-#include "support/TestHelpers.hpp"
-#include "support/TypedLayer.hpp"
+#include "../common/TestHelpers.hpp"
+#include "TypedLayer.hpp"
 
 namespace FusedLinearTest {
 
@@ -122,7 +122,7 @@ TYPED_TEST_P(Layer, NanAndInfPropagate) {
   }
 }
 
-// Hand-computed values with literal expectations (support/LiteralCases.hpp): the order of
+// Hand-computed values with literal expectations (common/LiteralCases.hpp): the order of
 // scale and bias, v > 0 rather than v >= 0, the sign of every zero, NaN in, 0 * Inf, +-Inf through
 // the slope. Every algorithm that runs in the build, strict fp32 (the tensor-core precisions
 // change Inf propagation by design). vendor_prefill's distributed form multiplier * acc +

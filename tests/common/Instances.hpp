@@ -1,8 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
 // Two execution space instances that may run concurrently, for the tests of instances and
 // streams.
-#ifndef FUSED_LINEAR_TEST_SUPPORT_INSTANCES_HPP
-#define FUSED_LINEAR_TEST_SUPPORT_INSTANCES_HPP
+#ifndef FUSED_LINEAR_TEST_COMMON_INSTANCES_HPP
+#define FUSED_LINEAR_TEST_COMMON_INSTANCES_HPP
 
 #include <vector>
 

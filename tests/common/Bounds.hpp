@@ -1,8 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
 // The precision bounds: the extra relative error of the products that tf32 and 3xtf32 allow,
 // derived for each path, added to Reference::check's tolerance for what RunInfo says ran.
-#ifndef FUSED_LINEAR_TEST_SUPPORT_BOUNDS_HPP
-#define FUSED_LINEAR_TEST_SUPPORT_BOUNDS_HPP
+#ifndef FUSED_LINEAR_TEST_COMMON_BOUNDS_HPP
+#define FUSED_LINEAR_TEST_COMMON_BOUNDS_HPP
 
 #include <algorithm>
 #include <cmath>

@@ -2,8 +2,8 @@
 // What the test files name without Kokkos (the dispatch's tests are host code that includes the
 // dispatch alone): the library's enums in the test namespace, the precisions, two string
 // predicates. Common.hpp adds Kokkos and the whole library.
-#ifndef FUSED_LINEAR_TEST_SUPPORT_BASICS_HPP
-#define FUSED_LINEAR_TEST_SUPPORT_BASICS_HPP
+#ifndef FUSED_LINEAR_TEST_COMMON_BASICS_HPP
+#define FUSED_LINEAR_TEST_COMMON_BASICS_HPP
 
 #include <string>
 

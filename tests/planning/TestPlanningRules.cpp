@@ -12,7 +12,7 @@
 #include <utility>
 #include <vector>
 
-#include "support/Measuring.hpp"
+#include "Measuring.hpp"
 
 namespace {
 

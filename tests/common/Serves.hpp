@@ -2,8 +2,8 @@
 // The documented contract of which requests a build serves (`serves`), written out here
 // independently of Impl::resolve, and `attempt`/`make_plan`, which run a request and check that
 // it ran exactly when the contract says, and that RunInfo tells the truth about it.
-#ifndef FUSED_LINEAR_TEST_SUPPORT_SERVES_HPP
-#define FUSED_LINEAR_TEST_SUPPORT_SERVES_HPP
+#ifndef FUSED_LINEAR_TEST_COMMON_SERVES_HPP
+#define FUSED_LINEAR_TEST_COMMON_SERVES_HPP
 
 #include <cstdint>
 #include <initializer_list>

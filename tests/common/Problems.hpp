@@ -2,8 +2,8 @@
 // Problems on any execution space (Views in that space's memory), filled on the host from a
 // seed so that every backend sees the same numbers, checked against the reference; and the hash
 // fill, which generates inputs on the device that the host can recompute.
-#ifndef FUSED_LINEAR_TEST_SUPPORT_PROBLEMS_HPP
-#define FUSED_LINEAR_TEST_SUPPORT_PROBLEMS_HPP
+#ifndef FUSED_LINEAR_TEST_COMMON_PROBLEMS_HPP
+#define FUSED_LINEAR_TEST_COMMON_PROBLEMS_HPP
 
 #include <cmath>
 #include <cstdint>

@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
-// Everything the test files share, one header per role (in this folder):
+// What several suites share, one header per role (in this folder; a suite's own helpers are
+// beside it, in its folder):
 //  - Common.hpp        the library's names in the test namespace, the precisions, the seed;
 //  - HostCopies.hpp    Views to and from row-major doubles on the host;
 //  - Oracle.hpp        the test's OWN float64 reference of the layer and its per-element
@@ -9,8 +10,8 @@
 //  - Serves.hpp        the documented contract of which requests a build serves, and `attempt`
 //                      and `make_plan`, which check that a request ran exactly when it says;
 //  - LiteralCases.hpp  hand-computed values with literal expectations.
-#ifndef FUSED_LINEAR_TEST_SUPPORT_TEST_HELPERS_HPP
-#define FUSED_LINEAR_TEST_SUPPORT_TEST_HELPERS_HPP
+#ifndef FUSED_LINEAR_TEST_COMMON_TEST_HELPERS_HPP
+#define FUSED_LINEAR_TEST_COMMON_TEST_HELPERS_HPP
 
 #include <algorithm>
 #include <cmath>

@@ -1,8 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
 // What every test file names: Basics.hpp, the library's types in the test namespace, the default
 // execution space, the debug build's scale and the seed of the randomised tests.
-#ifndef FUSED_LINEAR_TEST_SUPPORT_COMMON_HPP
-#define FUSED_LINEAR_TEST_SUPPORT_COMMON_HPP
+#ifndef FUSED_LINEAR_TEST_COMMON_COMMON_HPP
+#define FUSED_LINEAR_TEST_COMMON_COMMON_HPP
 
 #include <cstdint>
 #include <cstdlib>

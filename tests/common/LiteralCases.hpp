@@ -1,8 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
 // Hand-computed values: a layer small enough to compute by hand, its literal expectations for
 // several multipliers and slopes, and the exact comparison (NaN, +-Inf, the sign of every zero).
-#ifndef FUSED_LINEAR_TEST_SUPPORT_LITERAL_CASES_HPP
-#define FUSED_LINEAR_TEST_SUPPORT_LITERAL_CASES_HPP
+#ifndef FUSED_LINEAR_TEST_COMMON_LITERAL_CASES_HPP
+#define FUSED_LINEAR_TEST_COMMON_LITERAL_CASES_HPP
 
 #include <cmath>
 #include <cstddef>

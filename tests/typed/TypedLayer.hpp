@@ -2,8 +2,8 @@
 // The typed suite's fixture and configurations (TypedSuite.hpp defines the tests): `Layer`, typed
 // over (execution space, value type, layout), with the runs every test repeats, and the lists of
 // configurations TestTypedDefault.cpp and TestTypedSpaces.cpp instantiate it for.
-#ifndef FUSED_LINEAR_TEST_SUPPORT_TYPED_LAYER_HPP
-#define FUSED_LINEAR_TEST_SUPPORT_TYPED_LAYER_HPP
+#ifndef FUSED_LINEAR_TEST_TYPED_TYPED_LAYER_HPP
+#define FUSED_LINEAR_TEST_TYPED_TYPED_LAYER_HPP
 
 #include <cstdint>
 #include <string>
@@ -14,11 +14,11 @@
 
 #include <Kokkos_Core.hpp>
 
-#include "Bounds.hpp"
-#include "Common.hpp"
-#include "Oracle.hpp"
-#include "Problems.hpp"
-#include "Serves.hpp"
+#include "../common/Bounds.hpp"
+#include "../common/Common.hpp"
+#include "../common/Oracle.hpp"
+#include "../common/Problems.hpp"
+#include "../common/Serves.hpp"
 
 namespace FusedLinearTest {
 

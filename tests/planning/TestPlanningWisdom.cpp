@@ -5,7 +5,7 @@
 #include <string>
 #include <vector>
 
-#include "support/Measuring.hpp"
+#include "Measuring.hpp"
 
 namespace {
 

@@ -9,8 +9,8 @@
 // Data moves only by memcpy (host memory) or Kokkos::deep_copy on the call's instance (device
 // memory), never through a Kokkos kernel: worker threads may stage and check (Kokkos 3.4's
 // OpenMP backend runs kernels from the initialising thread only).
-#ifndef FUSED_LINEAR_TEST_SUPPORT_GUARDED_HPP
-#define FUSED_LINEAR_TEST_SUPPORT_GUARDED_HPP
+#ifndef FUSED_LINEAR_TEST_CONTRACT_GUARDED_HPP
+#define FUSED_LINEAR_TEST_CONTRACT_GUARDED_HPP
 
 #include <algorithm>
 #include <cstdint>
@@ -22,7 +22,7 @@
 #include <utility>
 #include <vector>
 
-#include "TestHelpers.hpp"
+#include "../common/TestHelpers.hpp"
 
 namespace FusedLinearTest {
 namespace Contract {

@@ -4,8 +4,8 @@
 // LayoutStride float and LayoutRight double; each set of View types compiles every kernel once
 // more, so the suites that share these sets compile as one translation unit
 // (tests/CMakeLists.txt).
-#ifndef FUSED_LINEAR_TEST_SUPPORT_CONTRACT_SPACES_HPP
-#define FUSED_LINEAR_TEST_SUPPORT_CONTRACT_SPACES_HPP
+#ifndef FUSED_LINEAR_TEST_CONTRACT_CONTRACT_SPACES_HPP
+#define FUSED_LINEAR_TEST_CONTRACT_CONTRACT_SPACES_HPP
 
 #include <string>
 #include <type_traits>

@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: Apache-2.0
-// Measured plans: under a fake clock (Tuning::measure_clock, support/Measuring.hpp) they pick
+// Measured plans: under a fake clock (Tuning::measure_clock, Measuring.hpp) they pick
 // the fastest candidate, list every candidate, compute right and never run a refused path; with
 // the real clock they compute right and leave the inputs alone; Estimate and explicit paths
 // measure nothing; the one-shot call measures its cached plan once.
@@ -9,7 +9,7 @@
 #include <string>
 #include <vector>
 
-#include "support/Measuring.hpp"
+#include "Measuring.hpp"
 
 namespace {
 

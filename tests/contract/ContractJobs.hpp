@@ -3,8 +3,8 @@
 // thread or stream in guarded buffers (Job), its Views' arrangements, a checked loop of one-shot
 // calls, CUDA instances on streams of their own, and a plan captured in a CUDA graph and
 // replayed.
-#ifndef FUSED_LINEAR_TEST_SUPPORT_CONTRACT_JOBS_HPP
-#define FUSED_LINEAR_TEST_SUPPORT_CONTRACT_JOBS_HPP
+#ifndef FUSED_LINEAR_TEST_CONTRACT_CONTRACT_JOBS_HPP
+#define FUSED_LINEAR_TEST_CONTRACT_CONTRACT_JOBS_HPP
 
 #include <cstdint>
 #include <mutex>

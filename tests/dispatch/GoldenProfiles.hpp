@@ -6,8 +6,8 @@
 // shapes are literal, not derived from GpuRule/HostRule, so that a re-fit shows as a diff of
 // decisions.
 // Kokkos-free: the tool includes the dispatch alone.
-#ifndef FUSED_LINEAR_TEST_SUPPORT_GOLDEN_PROFILES_HPP
-#define FUSED_LINEAR_TEST_SUPPORT_GOLDEN_PROFILES_HPP
+#ifndef FUSED_LINEAR_TEST_DISPATCH_GOLDEN_PROFILES_HPP
+#define FUSED_LINEAR_TEST_DISPATCH_GOLDEN_PROFILES_HPP
 
 #include <cstdint>
 #include <string>
