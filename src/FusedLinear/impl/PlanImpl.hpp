@@ -24,7 +24,7 @@
 #include "FusedLinear/impl/Checks.hpp"
 #include "FusedLinear/impl/Dispatch.hpp"
 #include "FusedLinear/impl/Facts.hpp"
-#include "FusedLinear/impl/Fork.hpp"
+#include "FusedLinear/impl/GatherFacts.hpp"
 #include "FusedLinear/impl/Fork.hpp"
 #include "FusedLinear/impl/Planner.hpp"
 #include "FusedLinear/impl/Wisdom.hpp"
