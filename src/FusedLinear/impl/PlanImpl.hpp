@@ -61,8 +61,8 @@ class PlanImpl {
   using Scalar = typename YView::non_const_value_type;
 
   // The members that reach the engines are defined below the class, not inline: where the
-  // library instantiates this plan (PlanImplEti.hpp), a user's translation unit compiles none
-  // of its engines.
+  // library instantiates this plan (PlanImplEti.hpp, which the public headers include for it), a
+  // user's translation unit compiles none of its engines.
   PlanImpl(const ExecSpace& exec, const XView& X, const WView& W, const BView& b, const YView& Y,
            Scalar multiplier, Scalar negative_slope, const Options& options, const char* function);
   ~PlanImpl();
@@ -246,8 +246,5 @@ auto PlanImpl<ExecSpace, XView, WView, BView, YView>::plan_by_measuring(const Se
 
 }  // namespace Impl
 }  // namespace FusedLinear
-
-// The plans the library instantiates (FusedLinear_ENABLE_ETI), declared extern.
-#include "FusedLinear/impl/PlanImplEti.hpp"
 
 #endif
