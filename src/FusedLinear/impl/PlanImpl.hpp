@@ -96,8 +96,8 @@ class PlanImpl {
   void adopt(const Setup& s);
 
   /// A candidate of Planning::Measure: the path of an explicit decision, set up in full.
-  struct Candidate {};
-  PlanImpl(Candidate, const Setup& s, const Shape& shape) : m_shape(shape) { adopt(s); }
+  struct AsCandidate {};
+  PlanImpl(AsCandidate, const Setup& s, const Shape& shape) : m_shape(shape) { adopt(s); }
 
   enum class Measured { Nothing, FromWisdom, Done };
   /// Planning::Measure (Planner.hpp): finds the candidates, then either the process's wisdom
@@ -216,7 +216,7 @@ auto PlanImpl<ExecSpace, XView, WView, BView, YView>::plan_by_measuring(const Se
     one.decision = resolve(Request{c.algorithm, c.precision, request.zero_multiplier, {}}, m_shape,
                            facts, s.function);
     one.lt_algorithms = has_variants(c) ? MeasureRule::cublaslt_algorithms : 1;
-    return std::unique_ptr<PlanImpl>(new PlanImpl(Candidate{}, one, m_shape));
+    return std::unique_ptr<PlanImpl>(new PlanImpl(AsCandidate{}, one, m_shape));
   };
   const auto call = [&](const PlanImpl& p, const Choice& c, int variant, int i) {
     const double ms = timer([&] { p.execute(s.exec, s.X, s.W, s.b, s.Y, s.function); });
