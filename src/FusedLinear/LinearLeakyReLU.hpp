@@ -17,7 +17,7 @@
 #include "FusedLinear/impl/Errors.hpp"
 #include "FusedLinear/impl/Fork.hpp"
 #include "FusedLinear/impl/PlanCache.hpp"
-#include "FusedLinear/impl/PlanImpl.hpp"
+#include "FusedLinear/impl/PlanImplEti.hpp"  // PlanImpl, its extern instantiations
 #include "FusedLinear/impl/cuda/Device.hpp"
 #include "FusedLinear/impl/engines/Engine.hpp"  // ExecDeviceGuard
 

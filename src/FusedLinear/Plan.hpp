@@ -16,7 +16,7 @@
 #include "FusedLinear/Types.hpp"
 #include "FusedLinear/impl/Checks.hpp"
 #include "FusedLinear/impl/PlanCache.hpp"
-#include "FusedLinear/impl/PlanImpl.hpp"
+#include "FusedLinear/impl/PlanImplEti.hpp"  // PlanImpl, its extern instantiations
 
 namespace FusedLinear {
 

@@ -16,7 +16,7 @@
 
 #include <Kokkos_Core.hpp>
 
-#include "FusedLinear/impl/Dispatch.hpp"
+#include "FusedLinear/impl/Facts.hpp"
 #include "FusedLinear/impl/Errors.hpp"
 
 namespace FusedLinear {

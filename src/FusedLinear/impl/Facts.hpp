@@ -1,60 +1,61 @@
 // SPDX-License-Identifier: Apache-2.0
 /// \file Facts.hpp
-/// Gathers, once per plan, what the dispatch (Dispatch.hpp) decides on: the backend, the BLAS
-/// Kokkos Kernels will call, and what the cuBLASLt and sm_90a engines say they can take.
+/// What the dispatch (Dispatch.hpp) and its cost models (rules/HostModel.hpp, GpuModel.hpp)
+/// decide on: the problem's shape and what is true of the build, the execution space, its device
+/// and the Views. Plain data without Kokkos, so that the dispatch is unit-tested and replayed
+/// (perf/replay_rule.cpp) for any machine; GatherFacts.hpp fills it in once per plan.
 #ifndef FUSED_LINEAR_IMPL_FACTS_HPP
 #define FUSED_LINEAR_IMPL_FACTS_HPP
 
-#include <type_traits>
+#include <cstdint>
 
-#include <Kokkos_Core.hpp>
-
-#include "FusedLinear/impl/Dispatch.hpp"
-#include "FusedLinear/impl/HostBlas.hpp"
-#include "FusedLinear/impl/engines/CublasLt.hpp"
-#include "FusedLinear/impl/engines/Sm90.hpp"
-#include "FusedLinear/impl/kernels/Common.hpp"
-#include "FusedLinear/impl/vendor/KokkosBlasGemm.hpp"
+#include "FusedLinear/Types.hpp"
+#include "FusedLinear/impl/kernels/HostTiles.hpp"
 
 namespace FusedLinear {
 namespace Impl {
 
-template <class ExecSpace>
-constexpr Backend backend_of() {
-  if (is_host_space<ExecSpace>()) return Backend::Host;
-#if defined(KOKKOS_ENABLE_CUDA)
-  if (std::is_same<ExecSpace, Kokkos::Cuda>::value) return Backend::Cuda;
-#endif
-#if defined(KOKKOS_ENABLE_HIP)
-  return Backend::Hip;
-#elif defined(KOKKOS_ENABLE_SYCL)
-  return Backend::Sycl;
-#else
-  return Backend::OtherDevice;
-#endif
-}
+/// The kind of execution space a plan runs on.
+enum class Backend { Host, Cuda, Hip, Sycl, OtherDevice };
 
-template <class ExecSpace, class XView, class WView, class BView, class YView>
-Facts gather_facts(const ExecSpace& exec, const XView& X, const WView& W, const BView& b,
-                   const YView& Y) {
-  using Scalar = typename YView::non_const_value_type;
-  Facts f;
-  f.backend = backend_of<ExecSpace>();
-  f.float_views = std::is_same<Scalar, float>::value;
-  f.blas = kokkos_blas_gemm<ExecSpace, XView, WView, YView>();
-  if (f.blas == Gemm::HostBlas) f.host_blas = host_blas_kind();
-  f.skinny_packed = rows_are_packable(X) && rows_are_packable(W);
-  f.multiprocessors = multiprocessors(exec);
-  f.fp32_gflops = fp32_peak_gflops(exec);
-  f.memory_gbps = memory_peak_gbps(exec);
-  if (f.backend == Backend::Host) {
-    f.host_threads = exec.concurrency();
-    f.host_tiling = host_tiling_of<Scalar>();
-  }
-  cublaslt_facts<ExecSpace, XView, WView, BView, YView>(b, f);
-  sm90_facts(exec, X, W, b, Y, f);
-  return f;
-}
+/// What the host BLAS behind Kokkos Kernels is (host backends, HostBlas.hpp): Debian's
+/// reference BLAS is single-threaded and unblocked; an optimised one (OpenBLAS, BLIS, MKL) runs
+/// kernels written for the CPU's vector units, unless it does not know the CPU and falls back
+/// to older ones (Generic: OpenBLAS 0.3.21 runs its SSE3 "Prescott" kernels on a 2023 Xeon).
+enum class HostBlas { Unknown, Reference, Optimized, Generic };
+
+/// What is true of the build, the execution space, its device and the Views, for one plan.
+struct Facts {
+  Backend backend = Backend::Host;
+  /// float Views (the tensor-core precisions and the sm_90a kernels are float-only).
+  bool float_views = true;
+  /// What KokkosBlas::gemm runs for these Views: a vendor BLAS or Kokkos Kernels' native gemm.
+  Gemm blas = Gemm::KokkosKernelsNative;
+  HostBlas host_blas = HostBlas::Unknown;
+  /// vendor_lt: cuBLASLt serves these Views (CUDA build with it, one layout, CUDA memory); and
+  /// can add the bias in its epilogue (float, LayoutRight, a contiguous b).
+  bool cublaslt = false, cublaslt_bias = false;
+  /// Why the sm_90a kernels cannot take this problem (a sentence fragment), nullptr when they can.
+  const char* sm90_tf32x3 = "is not in this build";
+  const char* sm90_skinny = "is not in this build";
+  /// fused_skinny reads X's and W's rows as 16-byte packs (contiguous rows of a multiple of 16
+  /// bytes, aligned), not element by element.
+  bool skinny_packed = true;
+  /// Multiprocessors of the device (0 on the host).
+  std::int64_t multiprocessors = 0;
+  /// The device's peak strict fp32 rate, GFLOP/s, and its memory's peak bandwidth, GB/s (0
+  /// where unknown): the GPU cost model's units, and Planning::Measure's bound.
+  double fp32_gflops = 0, memory_gbps = 0;
+  /// Host backends: the instance's threads and the host kernels' tiles for the Views' value
+  /// type, which the host cost model counts with (host_fused_terms, host_skinny_terms).
+  std::int64_t host_threads = 1;
+  HostTiling host_tiling = {};
+};
+
+/// The product's shape: Y is M x N, X M x K, W N x K.
+struct Shape {
+  std::int64_t M = 0, K = 0, N = 0;
+};
 
 }  // namespace Impl
 }  // namespace FusedLinear

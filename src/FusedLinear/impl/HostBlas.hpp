@@ -13,7 +13,7 @@
 #define FUSED_LINEAR_HAS_DLADDR 1
 #endif
 
-#include "FusedLinear/impl/Dispatch.hpp"
+#include "FusedLinear/impl/Facts.hpp"
 
 namespace FusedLinear {
 namespace Impl {

@@ -24,7 +24,7 @@
 #include "FusedLinear/impl/Checks.hpp"
 #include "FusedLinear/impl/Dispatch.hpp"
 #include "FusedLinear/impl/Facts.hpp"
-#include "FusedLinear/impl/Fork.hpp"
+#include "FusedLinear/impl/GatherFacts.hpp"
 #include "FusedLinear/impl/Fork.hpp"
 #include "FusedLinear/impl/Planner.hpp"
 #include "FusedLinear/impl/Wisdom.hpp"
@@ -61,8 +61,8 @@ class PlanImpl {
   using Scalar = typename YView::non_const_value_type;
 
   // The members that reach the engines are defined below the class, not inline: where the
-  // library instantiates this plan (PlanImplEti.hpp), a user's translation unit compiles none
-  // of its engines.
+  // library instantiates this plan (PlanImplEti.hpp, which the public headers include for it), a
+  // user's translation unit compiles none of its engines.
   PlanImpl(const ExecSpace& exec, const XView& X, const WView& W, const BView& b, const YView& Y,
            Scalar multiplier, Scalar negative_slope, const Options& options, const char* function);
   ~PlanImpl();
@@ -96,8 +96,8 @@ class PlanImpl {
   void adopt(const Setup& s);
 
   /// A candidate of Planning::Measure: the path of an explicit decision, set up in full.
-  struct Candidate {};
-  PlanImpl(Candidate, const Setup& s, const Shape& shape) : m_shape(shape) { adopt(s); }
+  struct AsCandidate {};
+  PlanImpl(AsCandidate, const Setup& s, const Shape& shape) : m_shape(shape) { adopt(s); }
 
   enum class Measured { Nothing, FromWisdom, Done };
   /// Planning::Measure (Planner.hpp): finds the candidates, then either the process's wisdom
@@ -216,7 +216,7 @@ auto PlanImpl<ExecSpace, XView, WView, BView, YView>::plan_by_measuring(const Se
     one.decision = resolve(Request{c.algorithm, c.precision, request.zero_multiplier, {}}, m_shape,
                            facts, s.function);
     one.lt_algorithms = has_variants(c) ? MeasureRule::cublaslt_algorithms : 1;
-    return std::unique_ptr<PlanImpl>(new PlanImpl(Candidate{}, one, m_shape));
+    return std::unique_ptr<PlanImpl>(new PlanImpl(AsCandidate{}, one, m_shape));
   };
   const auto call = [&](const PlanImpl& p, const Choice& c, int variant, int i) {
     const double ms = timer([&] { p.execute(s.exec, s.X, s.W, s.b, s.Y, s.function); });
@@ -246,8 +246,5 @@ auto PlanImpl<ExecSpace, XView, WView, BView, YView>::plan_by_measuring(const Se
 
 }  // namespace Impl
 }  // namespace FusedLinear
-
-// The plans the library instantiates (FusedLinear_ENABLE_ETI), declared extern.
-#include "FusedLinear/impl/PlanImplEti.hpp"
 
 #endif

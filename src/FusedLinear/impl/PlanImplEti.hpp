@@ -5,7 +5,8 @@
 /// instantiates (FUSED_LINEAR_ETI_<SPACE> in Config.hpp), float and double, with X, W, b and Y
 /// all LayoutRight or all LayoutLeft in the space's memory space; here they are declared extern,
 /// so that a translation unit using them compiles none of the engines. Any other View type
-/// compiles from the headers as before.
+/// compiles from the headers as before. The public headers include this header, not PlanImpl.hpp
+/// alone, so that every user of a plan sees the extern declarations.
 #ifndef FUSED_LINEAR_IMPL_PLAN_IMPL_ETI_HPP
 #define FUSED_LINEAR_IMPL_PLAN_IMPL_ETI_HPP
 
@@ -38,10 +39,9 @@
 #define FUSED_LINEAR_ETI_HIP_SPACE Kokkos::Experimental::HIP
 #endif
 
-// The perf program's tile experiments (FUSED_LINEAR_PERF_*) change the kernels: they compile
-// their own.
-#if defined(FUSED_LINEAR_ENABLE_ETI) && !defined(FUSED_LINEAR_PERF_TILE_K) && \
-    !defined(FUSED_LINEAR_PERF_MIN_TEAMS)
+// FUSED_LINEAR_DISABLE_ETI: the translation unit compiles its own plans, as one built with other
+// kernel parameters must (the library's instantiations are not its kernels).
+#if defined(FUSED_LINEAR_ENABLE_ETI) && !defined(FUSED_LINEAR_DISABLE_ETI)
 #if defined(FUSED_LINEAR_ETI_SERIAL) && defined(KOKKOS_ENABLE_SERIAL)
 FUSED_LINEAR_ETI_SPACE(extern, Kokkos::Serial)
 #endif

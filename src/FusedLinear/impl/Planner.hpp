@@ -184,9 +184,9 @@ Timing time_candidate(Call&& call, double best_ms,
 
 /// What Planning::Measure's timing found: the fastest candidate, set up (nullptr where none could
 /// be), its choice and time, and every candidate listed (the chosen one not yet marked).
-template <class Candidate>
+template <class CandidatePlan>
 struct Fastest {
-  std::unique_ptr<Candidate> plan;
+  std::unique_ptr<CandidatePlan> plan;
   Choice choice;
   double ms = std::numeric_limits<double>::infinity();
   bool rule = false;  // the choice is the rule's (MeasureRule::rule_margin)
@@ -196,17 +196,17 @@ struct Fastest {
 /// Times `candidates` in order by time_candidate, their first variants first and then the
 /// others (`variants()`, `select(v)`: cuBLASLt's next algorithms refine a path already timed,
 /// so every path is timed before them); the first is the rule's choice, which another must beat
-/// by MeasureRule::rule_margin: `make(c)` sets one up (a std::unique_ptr<Candidate>;
+/// by MeasureRule::rule_margin: `make(c)` sets one up (a std::unique_ptr<CandidatePlan>;
 /// std::runtime_error where its memory cannot be had: listed, not timed); `call(candidate, c,
 /// v, i)` runs its i-th call and returns the milliseconds; `bound(c)` is the least time it can
 /// take (compute_bound_ms); `min_timed`: time_candidate's least number of timed calls.
 /// `real_clock`: a candidate whose bound is not below the best so far, and all past
 /// MeasureRule's budget, are listed, not timed (a test's fake clock has every candidate timed). The
 /// previous best goes as a faster one is found: every call of it was waited for.
-template <class Candidate, class Make, class Call, class Bound>
-Fastest<Candidate> time_candidates(const std::vector<Choice>& candidates, bool real_clock,
-                                   Make&& make, Call&& call, Bound&& bound, int min_timed = 1) {
-  Fastest<Candidate> f;
+template <class CandidatePlan, class Make, class Call, class Bound>
+Fastest<CandidatePlan> time_candidates(const std::vector<Choice>& candidates, bool real_clock,
+                                       Make&& make, Call&& call, Bound&& bound, int min_timed = 1) {
+  Fastest<CandidatePlan> f;
   double spent_ms = 0;
   const auto skipped = [&](double bound_ms) {
     return f.plan && real_clock &&
@@ -220,10 +220,10 @@ Fastest<Candidate> time_candidates(const std::vector<Choice>& candidates, bool r
     f.timed.push_back(m);
   };
   // Sets one up (nullptr where its memory cannot be had), with the milliseconds it took.
-  const auto set_up = [&](const Choice& c, double& setup_ms) -> std::unique_ptr<Candidate> {
+  const auto set_up = [&](const Choice& c, double& setup_ms) -> std::unique_ptr<CandidatePlan> {
     Kokkos::Timer timer;
     try {
-      std::unique_ptr<Candidate> out = make(c);
+      std::unique_ptr<CandidatePlan> out = make(c);
       setup_ms = timer.seconds() * 1e3;
       return out;
     } catch (const std::runtime_error&) {
@@ -232,7 +232,7 @@ Fastest<Candidate> time_candidates(const std::vector<Choice>& candidates, bool r
   };
   // Times variant v of `candidate`; it becomes the plan where it is the fastest yet (by the
   // margin, against the rule's choice).
-  const auto time_variant = [&](std::unique_ptr<Candidate>& candidate, const Choice& c, int v,
+  const auto time_variant = [&](std::unique_ptr<CandidatePlan>& candidate, const Choice& c, int v,
                                 double setup_ms, double bound_ms) {
     candidate->select(v);
     const Timing t = time_candidate(
@@ -257,7 +257,7 @@ Fastest<Candidate> time_candidates(const std::vector<Choice>& candidates, bool r
   for (const Choice& c : candidates) {
     const double bound_ms = bound(c);
     double setup_ms = 0;
-    std::unique_ptr<Candidate> candidate = skipped(bound_ms) ? nullptr : set_up(c, setup_ms);
+    std::unique_ptr<CandidatePlan> candidate = skipped(bound_ms) ? nullptr : set_up(c, setup_ms);
     if (!candidate) {
       untimed(c, 0, bound_ms);
       continue;
@@ -268,7 +268,7 @@ Fastest<Candidate> time_candidates(const std::vector<Choice>& candidates, bool r
   }
   for (const auto& [c, variants] : with_variants) {
     const double bound_ms = bound(c);
-    std::unique_ptr<Candidate> own;  // set up again unless it is the plan
+    std::unique_ptr<CandidatePlan> own;  // set up again unless it is the plan
     double setup_ms = 0;
     for (int v = 1; v < variants; ++v) {
       if (skipped(bound_ms) || (!is_plan(c) && !own && !(own = set_up(c, setup_ms)))) {

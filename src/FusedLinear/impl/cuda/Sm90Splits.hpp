@@ -2,7 +2,7 @@
 /// \file Sm90Splits.hpp
 /// How the few-rows kernel (Sm90Skinny.cu) cuts a problem: its tiles, and how many CTAs each
 /// tile's K is split across. Plain C++, so that host tests check the choice on a device's
-/// measured cluster capacities and the GPU cost model (Dispatch.hpp) counts the same CTAs.
+/// measured cluster capacities and the GPU cost model (rules/GpuModel.hpp) counts the same CTAs.
 #ifndef FUSED_LINEAR_IMPL_CUDA_SM90_SPLITS_HPP
 #define FUSED_LINEAR_IMPL_CUDA_SM90_SPLITS_HPP
 

@@ -15,7 +15,7 @@
 
 #include "FusedLinear/Epilogue.hpp"
 #include "FusedLinear/Types.hpp"
-#include "FusedLinear/impl/Dispatch.hpp"
+#include "FusedLinear/impl/Facts.hpp"
 #include "FusedLinear/impl/cuda/CublasLt.hpp"  // FUSED_LINEAR_CUBLASLT where it is built
 #include "FusedLinear/impl/cuda/Device.hpp"
 #include "FusedLinear/impl/cuda/LtProduct.hpp"

@@ -13,7 +13,7 @@
 
 #include "FusedLinear/Epilogue.hpp"
 #include "FusedLinear/Types.hpp"
-#include "FusedLinear/impl/Dispatch.hpp"
+#include "FusedLinear/impl/Facts.hpp"
 #include "FusedLinear/impl/cuda/Device.hpp"
 #include "FusedLinear/impl/cuda/Sm90Adapter.hpp"  // FUSED_LINEAR_SM90A where it is built
 #include "FusedLinear/impl/engines/Engine.hpp"

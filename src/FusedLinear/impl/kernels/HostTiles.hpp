@@ -2,7 +2,7 @@
 /// \file HostTiles.hpp
 /// How the host kernels (HostFusedKernel.hpp, HostSkinnyKernel.hpp) cut a problem: register
 /// tiles for the vector instruction set the compiler targets and the work items over threads.
-/// Plain C++ without Kokkos, so that the dispatch's host cost model (Dispatch.hpp) counts the
+/// Plain C++ without Kokkos, so that the host cost model (rules/HostModel.hpp) counts the
 /// same tiles and items the kernels run.
 #ifndef FUSED_LINEAR_IMPL_KERNELS_HOST_TILES_HPP
 #define FUSED_LINEAR_IMPL_KERNELS_HOST_TILES_HPP

@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 /// \file SkinnyGeometry.hpp
 /// How fused_skinny cuts a problem on a GPU: its tiles, and whether and how far K is split.
-/// Plain C++, shared by the kernel (SkinnyKernel.hpp) and the GPU cost model (Dispatch.hpp),
+/// Plain C++, shared by the kernel (SkinnyKernel.hpp) and the GPU cost model (rules/GpuModel.hpp),
 /// which counts the same teams, waves and passes the kernel runs.
 #ifndef FUSED_LINEAR_IMPL_KERNELS_SKINNY_GEOMETRY_HPP
 #define FUSED_LINEAR_IMPL_KERNELS_SKINNY_GEOMETRY_HPP
