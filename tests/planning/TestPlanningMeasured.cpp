@@ -4,6 +4,7 @@
 // the real clock they compute right and leave the inputs alone; Estimate and explicit paths
 // measure nothing; the one-shot call measures its cached plan once.
 #include <array>
+#include <cmath>
 #include <cstdio>
 #include <limits>
 #include <string>
@@ -98,10 +99,13 @@ TEST(Planning, MeasuredPlanPicksTheFastestCandidate) {
 }
 
 // With the real clock: measured plans compute right at shapes of every regime, for every floor,
-// and measuring (which runs the candidates on the plan's Views) leaves X, W and b unchanged.
+// and measuring (which runs the candidates on the plan's Views) leaves X, W and b unchanged. A
+// plan with one candidate and nothing to choose within it (GPUs' cost model may leave one at
+// small shapes) times nothing and says so; 64x1024x300 has several everywhere.
 TEST(Planning, MeasuredPlansComputeRightAndLeaveTheInputs) {
   for (auto shape : {std::array<std::int64_t, 3>{1, 64, 33},
                      {37, 300, 70},
+                     {64, 1024, 300},
                      {130, 129, 65},
                      {0, 8, 8},
                      {8, 0, 8}}) {
@@ -118,10 +122,12 @@ TEST(Planning, MeasuredPlansComputeRightAndLeaveTheInputs) {
       const std::string what = describe(measured(floor), info) + " at " + std::to_string(p.M) +
                                "x" + std::to_string(p.K) + "x" + std::to_string(p.N);
       const bool empty = p.M == 0 || p.N == 0 || p.K == 0;
-      EXPECT_EQ(info.measured, !empty) << what;
-      EXPECT_EQ(plan.measurements().empty(), empty) << what;
-      if (!empty) expect_measurements(plan, p, floor, -1);
-      if (!empty && floor == Precision::Strict) {
+      const auto cands = empty ? std::vector<Choice>{} : candidates_for(p, floor);
+      const bool timed = cands.size() > 1 || (cands.size() == 1 && Impl::has_variants(cands[0]));
+      EXPECT_EQ(info.measured, timed) << what;
+      EXPECT_EQ(plan.measurements().empty(), !timed) << what;
+      if (timed) expect_measurements(plan, p, floor, -1);
+      if (timed && floor == Precision::Strict) {
         std::printf("[ info     ] %s measured:", what.c_str());
         for (const Measurement& m : plan.measurements())
           std::printf(" %s/%s#%d %.4f ms (%d calls)%s;", FusedLinear::to_string(m.algorithm),
@@ -144,7 +150,8 @@ TEST(Planning, MeasuredPlansComputeRightAndLeaveTheInputs) {
 }
 
 // On a GPU whose fp32 peak is known, at a 3xtf32 floor where fused_sm90 runs well under fp32's
-// compute bound, the strict candidates are listed with their bound and not timed.
+// compute bound, no strict candidate is timed: the cost model leaves them out, or they are listed
+// with their bound, past the best time, and not run.
 TEST(Planning, StrictCandidatesPastTheBoundAreNotTimed) {
   P p(512, 4096, 4096, 14);
   const Facts f = facts_of(ExecSpace(), p.X, p.W, p.b, p.Y);
@@ -167,7 +174,9 @@ TEST(Planning, StrictCandidatesPastTheBoundAreNotTimed) {
     EXPECT_GT(m.bound_ms, chosen) << what;
     EXPECT_EQ(m.calls, 0) << what << ": its bound " << m.bound_ms << " ms, the best " << chosen;
   }
-  EXPECT_GT(strict, 0);
+  for (const Choice& c : candidates_for(p, Precision::TF32x3))
+    if (c.precision == Precision::Strict) EXPECT_GT(strict, 0) << "a strict candidate not listed";
+  EXPECT_TRUE(std::isfinite(chosen));
   FusedLinear::forget_wisdom();
 }
 

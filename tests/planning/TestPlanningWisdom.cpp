@@ -26,7 +26,7 @@ void import_text(const std::string& text) {
 // survives a text round trip; a plan made from imported wisdom times nothing and runs the
 // imported choice.
 TEST(Planning, WisdomRoundTrip) {
-  P p(37, 300, 70, 14);
+  P p(64, 1024, 300, 14);  // several candidates at every floor, GPUs' cost model's too
   const auto cands = candidates_for(p, Precision::Strict);
   ASSERT_GE(cands.size(), 2u);
   FusedLinear::forget_wisdom();
