@@ -4,7 +4,6 @@
 // the real clock they compute right and leave the inputs alone; Estimate and explicit paths
 // measure nothing; the one-shot call measures its cached plan once.
 #include <array>
-#include <cmath>
 #include <cstdio>
 #include <limits>
 #include <string>
@@ -176,7 +175,6 @@ TEST(Planning, StrictCandidatesPastTheBoundAreNotTimed) {
   }
   for (const Choice& c : candidates_for(p, Precision::TF32x3))
     if (c.precision == Precision::Strict) EXPECT_GT(strict, 0) << "a strict candidate not listed";
-  EXPECT_TRUE(std::isfinite(chosen));
   FusedLinear::forget_wisdom();
 }
 

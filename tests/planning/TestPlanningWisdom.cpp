@@ -53,7 +53,8 @@ TEST(Planning, WisdomRoundTrip) {
   EXPECT_TRUE(matches_reference(p, 3, double(0.2f), p.Y));
 
   // Another shape is another key.
-  P q(38, 300, 70, 15);
+  P q(65, 1024, 300, 15);
+  ASSERT_GE(candidates_for(q, Precision::Strict).size(), 2u);
   PlanType other(ExecSpace(), q.X, q.W, q.b, q.Y, 2.f, 0.1f, measured());
   EXPECT_GT(FakeClock::calls, calls);
   EXPECT_FALSE(other.info().from_wisdom);
