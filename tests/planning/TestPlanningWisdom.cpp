@@ -85,7 +85,7 @@ TEST(Planning, WisdomRoundTrip) {
   {
     std::istringstream lines(text);
     for (std::string line; std::getline(lines, line);) {
-      if (contains(line, "shape 37x300x70") && contains(line, from))
+      if (contains(line, "shape 64x1024x300") && contains(line, from))
         line.replace(line.find(from), from.size(), to);
       edited += line + "\n";
     }
@@ -107,7 +107,7 @@ TEST(Planning, WisdomRoundTrip) {
   {
     std::istringstream lines(edited);
     for (std::string line; std::getline(lines, line);) {
-      if (contains(line, "shape 37x300x70") && contains(line, to))
+      if (contains(line, "shape 64x1024x300") && contains(line, to))
         line.replace(line.find(to), to.size(), "\tfused_sm90\tstrict\t");
       bogus += line + "\n";
     }
