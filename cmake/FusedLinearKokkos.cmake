@@ -59,12 +59,37 @@ if(FUSED_LINEAR_KOKKOS_STAGE STREQUAL "compiler")
       endif()
     endforeach()
   endif()
-  if(Kokkos_ENABLE_CUDA AND NOT CMAKE_CXX_COMPILER AND NOT DEFINED ENV{CXX}
+  # CXX naming a compiler that cannot compile Kokkos' CUDA (a module system's or a conda
+  # environment's g++) becomes nvcc_wrapper's host compiler, through a script that sets it for
+  # every compile and link; nvcc_wrapper or clang in CXX is taken as it is.
+  set(_fused_linear_host_cxx)
+  if(DEFINED ENV{CXX})
+    separate_arguments(_fused_linear_host_cxx UNIX_COMMAND "$ENV{CXX}")
+    list(GET _fused_linear_host_cxx 0 _fused_linear_host_cxx)
+    get_filename_component(_fused_linear_cxx_name "${_fused_linear_host_cxx}" NAME)
+    if(_fused_linear_cxx_name MATCHES "^(nvcc_wrapper|clang\\+\\+.*)$")
+      set(_fused_linear_host_cxx)
+    endif()
+  endif()
+  if(Kokkos_ENABLE_CUDA AND NOT CMAKE_CXX_COMPILER
+     AND (NOT DEFINED ENV{CXX} OR _fused_linear_host_cxx)
      AND NOT FusedLinear_INTERNAL_KOKKOS STREQUAL "OFF" AND NOT TARGET Kokkos::kokkos
      AND NOT _fused_linear_installed_kokkos)
     fused_linear_kokkos_source(kokkos "${FusedLinear_KOKKOS_SOURCE}" "${FusedLinear_KOKKOS_SHA256}"
                                _fused_linear_kokkos_src)
-    set(CMAKE_CXX_COMPILER "${_fused_linear_kokkos_src}/bin/nvcc_wrapper" CACHE FILEPATH
+    set(_fused_linear_wrapper "${_fused_linear_kokkos_src}/bin/nvcc_wrapper")
+    if(_fused_linear_host_cxx)
+      set(_fused_linear_script "${CMAKE_BINARY_DIR}/_deps/host-cxx.tmp/nvcc_wrapper")
+      file(WRITE "${_fused_linear_script}"
+           "#!/bin/sh\n# nvcc_wrapper with CXX at configure time as the host compiler\n"
+           "NVCC_WRAPPER_DEFAULT_COMPILER='${_fused_linear_host_cxx}' exec '${_fused_linear_wrapper}' \"$@\"\n")
+      file(COPY "${_fused_linear_script}" DESTINATION "${CMAKE_BINARY_DIR}/_deps/host-cxx"
+           FILE_PERMISSIONS OWNER_READ OWNER_WRITE OWNER_EXECUTE GROUP_READ GROUP_EXECUTE
+                            WORLD_READ WORLD_EXECUTE)
+      set(_fused_linear_wrapper "${CMAKE_BINARY_DIR}/_deps/host-cxx/nvcc_wrapper")
+      message(STATUS "FusedLinear: CXX (${_fused_linear_host_cxx}) is nvcc_wrapper's host compiler")
+    endif()
+    set(CMAKE_CXX_COMPILER "${_fused_linear_wrapper}" CACHE FILEPATH
         "C++ compiler (the internal Kokkos' nvcc_wrapper)")
     message(STATUS "FusedLinear: C++ compiler ${CMAKE_CXX_COMPILER}")
   endif()
@@ -104,15 +129,15 @@ if(FusedLinear_KOKKOS_INTERNAL OR FusedLinear_KOKKOS_KERNELS_INTERNAL)
 endif()
 if(FusedLinear_KOKKOS_INTERNAL)
   # Kokkos' CUDA backend compiles with nvcc_wrapper or clang only; another compiler fails deep in
-  # Kokkos' configure. Without CXX and CMAKE_CXX_COMPILER the internal nvcc_wrapper is taken.
+  # Kokkos' configure. Without CMAKE_CXX_COMPILER the internal nvcc_wrapper is taken (above).
   get_filename_component(_fused_linear_cxx_name "${CMAKE_CXX_COMPILER}" NAME)
   if(Kokkos_ENABLE_CUDA AND NOT _fused_linear_cxx_name STREQUAL "nvcc_wrapper"
      AND NOT CMAKE_CXX_COMPILER_ID MATCHES "Clang")
     message(FATAL_ERROR
       "FusedLinear: the internal Kokkos with Kokkos_ENABLE_CUDA needs nvcc_wrapper or clang as "
-      "the C++ compiler, not ${CMAKE_CXX_COMPILER}: unset CXX and drop CMAKE_CXX_COMPILER in a "
-      "fresh build folder (the internal Kokkos' nvcc_wrapper is then taken), or give "
-      "-DCMAKE_CXX_COMPILER=<a Kokkos>/bin/nvcc_wrapper or clang++")
+      "the C++ compiler, not ${CMAKE_CXX_COMPILER}: leave CMAKE_CXX_COMPILER unset in a fresh "
+      "build folder (the internal Kokkos' nvcc_wrapper is then taken, with CXX, if set, as its "
+      "host compiler), or give -DCMAKE_CXX_COMPILER=<a Kokkos>/bin/nvcc_wrapper or clang++")
   endif()
   fused_linear_kokkos_source(kokkos "${FusedLinear_KOKKOS_SOURCE}" "${FusedLinear_KOKKOS_SHA256}"
                              _fused_linear_kokkos_src)
