@@ -321,28 +321,26 @@ class PlanCache {
     std::shared_ptr<std::atomic<bool>> released;  // set when the graph lets the plan go
   };
 
-  PlanCache() { register_fork_handlers(); }
+  PlanCache() {
+    ForkRegistry::process().add(ForkSlot::PlanCache, {&fork_prepare, &fork_parent, &fork_child});
+  }
 
   /// fork(): the cache's lock is held across it (no other thread's half-done change is copied),
   /// and in the child every plan is abandoned (another thread may have held its lock, and a
   /// device's memory is not the child's).
-  void register_fork_handlers() {
-#if defined(FUSED_LINEAR_IMPL_HAS_ATFORK)
-    pthread_atfork([] { PlanCache::instance().m_mutex.lock(); },
-                   [] { PlanCache::instance().m_mutex.unlock(); },
-                   [] {
-                     PlanCache& c = PlanCache::instance();
-                     auto* abandoned = new std::vector<std::shared_ptr<CachedPlanBase>>();
-                     for (auto& e : c.m_entries) abandoned->push_back(std::move(e.second));
-                     for (auto& h : c.m_captured) abandoned->push_back(std::move(h.plan));
-                     c.m_entries.clear(), c.m_captured.clear();
-                     for (auto& d : c.m_doomed) (void)d.release();
-                     c.m_doomed.clear();
-                     c.note_pending();
-                     c.m_captures.clear();
-                     c.m_mutex.unlock();
-                   });
-#endif
+  static void fork_prepare() { PlanCache::instance().m_mutex.lock(); }
+  static void fork_parent() { PlanCache::instance().m_mutex.unlock(); }
+  static void fork_child() {
+    PlanCache& c = PlanCache::instance();
+    auto* abandoned = new std::vector<std::shared_ptr<CachedPlanBase>>();
+    for (auto& e : c.m_entries) abandoned->push_back(std::move(e.second));
+    for (auto& h : c.m_captured) abandoned->push_back(std::move(h.plan));
+    c.m_entries.clear(), c.m_captured.clear();
+    for (auto& d : c.m_doomed) (void)d.release();
+    c.m_doomed.clear();
+    c.note_pending();
+    c.m_captures.clear();
+    c.m_mutex.unlock();
   }
 
   std::mutex m_mutex;
