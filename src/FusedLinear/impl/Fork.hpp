@@ -42,7 +42,7 @@ inline std::atomic<bool>& forked_after_initialize() {
 /// held together) and released inner first, so a fork never takes two locks in the opposite
 /// order of a call.
 enum class ForkSlot : unsigned {
-  Extension,    ///< a program built on the library (the PyTorch bridge's instance table)
+  Extension,    ///< a program built on the library (the PyTorch bridge: its locks, its calls)
   PlanCache,    ///< the one-shot call's plans
   Wisdom,       ///< what Planning::Measure learned
   KokkosState,  ///< whether Kokkos had started its host threads
