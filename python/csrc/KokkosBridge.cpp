@@ -22,6 +22,7 @@
 #include <vector>
 
 #include <FusedLinear.hpp>
+#include <FusedLinear/impl/Fork.hpp>  // the library's fork registry, which this bridge joins
 #include <Kokkos_Core.hpp>
 
 #if defined(KOKKOS_ENABLE_CUDA)
@@ -29,10 +30,6 @@
 #endif
 #if defined(KOKKOS_ENABLE_OPENMP)
 #include <omp.h>
-#endif
-#if defined(__unix__) || defined(__APPLE__)
-#include <pthread.h>
-#define FUSED_LINEAR_TORCH_HAS_ATFORK 1
 #endif
 
 namespace FusedLinearTorch {
@@ -315,9 +312,9 @@ void forked_child() {
 
 struct ForkHandler {
   ForkHandler() {
-#if defined(FUSED_LINEAR_TORCH_HAS_ATFORK)
-    pthread_atfork(nullptr, nullptr, &forked_child);
-#endif
+    // The library's one fork registration: the extension's state goes last in the child.
+    FusedLinear::Impl::ForkRegistry::process().add(FusedLinear::Impl::ForkSlot::Extension,
+                                                   {nullptr, nullptr, &forked_child});
   }
 };
 const ForkHandler fork_handler;  // registered when the extension is loaded

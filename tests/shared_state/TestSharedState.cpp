@@ -3,6 +3,9 @@
 //   SharedState.ForkedChildNeverHangs        a child forked after a call on the host thread
 //                                            pool computes or refuses clearly, never hangs;
 //                                            Kokkos::Serial computes in it
+//   SharedState.ForkRegistryOrder            the one fork registration runs prepare actions in
+//                                            slot order, parent and child ones in reverse,
+//                                            whatever order the pieces registered in
 //   SharedState.WisdomTextIgnoresTheLocale   export and import under a global C++ locale with
 //                                            digit grouping and a decimal comma (and the C
 //                                            locale de_DE where installed)
@@ -33,6 +36,7 @@
 #include <Kokkos_Core.hpp>
 
 #include <FusedLinear.hpp>
+#include <FusedLinear/impl/Fork.hpp>
 
 #if defined(__unix__)
 #include <signal.h>
@@ -163,6 +167,38 @@ TEST(SharedState, ForkedChildNeverHangs) {
       << "child exit code " << code << " (2: wrong result on OpenMP, 3: another exception, +10: "
       << "Serial did not compute right)";
 #endif
+}
+
+// Guards the lock order around fork(): the plan cache's, the wisdom's and the extension's
+// actions register lazily, in any order, with one pthread_atfork registration; prepare must
+// take them in slot order (within a slot, as they came) and parent and child release them in
+// the reverse order. A registry of the test's own: pthread_atfork never runs it.
+TEST(SharedState, ForkRegistryOrder) {
+  using FusedLinear::Impl::ForkSlot;
+  static std::vector<std::string> ran;  // the actions are plain functions: no captures
+  ran.clear();
+  FusedLinear::Impl::ForkRegistry registry;
+  registry.add(ForkSlot::Wisdom,
+               {[] { ran.push_back("prepare wisdom"); }, [] { ran.push_back("parent wisdom"); },
+                [] { ran.push_back("child wisdom"); }});
+  registry.add(ForkSlot::KokkosState, {[] { ran.push_back("prepare kokkos"); }, nullptr,
+                                       [] { ran.push_back("child kokkos"); }});
+  registry.add(ForkSlot::PlanCache,
+               {[] { ran.push_back("prepare cache"); }, [] { ran.push_back("parent cache"); },
+                [] { ran.push_back("child cache"); }});
+  registry.add(ForkSlot::Extension, {nullptr, nullptr, [] { ran.push_back("child extension"); }});
+  registry.add(ForkSlot::PlanCache, {[] { ran.push_back("prepare cache 2"); }, nullptr,
+                                     [] { ran.push_back("child cache 2"); }});
+  registry.prepare();
+  registry.parent();
+  EXPECT_EQ(ran, (std::vector<std::string>{"prepare cache", "prepare cache 2", "prepare wisdom",
+                                           "prepare kokkos", "parent wisdom", "parent cache"}));
+  ran.clear();
+  registry.prepare();
+  registry.child();
+  EXPECT_EQ(ran, (std::vector<std::string>{"prepare cache", "prepare cache 2", "prepare wisdom",
+                                           "prepare kokkos", "child kokkos", "child wisdom",
+                                           "child cache 2", "child cache", "child extension"}));
 }
 
 // ------------------------------------------------------------------ wisdom

@@ -5,13 +5,18 @@
 /// waits forever for the others. Kokkos opens every parallel region with its whole pool, so in
 /// such a child the layer is refused (std::runtime_error naming the function) on the host
 /// backends that run a thread pool, rather than hang; Kokkos::Serial computes there.
+/// And the process's one registration with pthread_atfork: each piece of shared state (the plan
+/// cache, the wisdom, an extension's tables) adds its actions to it, run in one fixed order.
 #ifndef FUSED_LINEAR_IMPL_FORK_HPP
 #define FUSED_LINEAR_IMPL_FORK_HPP
 
 #include <atomic>
+#include <mutex>
 #include <stdexcept>
 #include <string>
 #include <type_traits>
+#include <utility>
+#include <vector>
 
 #include <Kokkos_Core.hpp>
 
@@ -31,14 +36,81 @@ inline std::atomic<bool>& forked_after_initialize() {
   return forked;
 }
 
-/// Handlers run around every fork() of the process: the parent's state is sampled before it
-/// forks and the child's flag set from it. Further handlers (the plan cache's and the
-/// wisdom's locks) are registered by their owners.
+/// Where a piece of the process's shared state takes its turn around fork(). Prepare actions
+/// run in this order, parent and child actions in the reverse one: locks are taken outer first
+/// (an extension's calls enter the library; the plan cache's and the wisdom's locks are never
+/// held together) and released inner first, so a fork never takes two locks in the opposite
+/// order of a call.
+enum class ForkSlot : unsigned {
+  Extension,    ///< a program built on the library (the PyTorch bridge: its locks, its calls)
+  PlanCache,    ///< the one-shot call's plans
+  Wisdom,       ///< what Planning::Measure learned
+  KokkosState,  ///< whether Kokkos had started its host threads
+};
+
+/// What a piece of shared state does around fork(); any may be null.
+struct ForkActions {
+  void (*prepare)() = nullptr;  ///< in the parent, before the fork (takes the lock)
+  void (*parent)() = nullptr;   ///< in the parent, after it
+  void (*child)() = nullptr;    ///< in the child, the forking thread alone
+};
+
+/// The one registration with pthread_atfork (process()), which runs every piece's actions in
+/// ForkSlot order, whenever each piece registered. Its own lock is held from prepare to
+/// parent/child, as glibc holds its list's lock: a piece registering meanwhile waits for the
+/// fork to end, and never has a parent or child action run without its prepare.
+class ForkRegistry {
+ public:
+  /// The process's registry, registered with pthread_atfork when first used (never destroyed:
+  /// a fork during static destruction still runs it).
+  static ForkRegistry& process() {
+    static ForkRegistry* registry = [] {
+      auto* r = new ForkRegistry();
+#if defined(FUSED_LINEAR_IMPL_HAS_ATFORK)
+      pthread_atfork([] { ForkRegistry::process().prepare(); },
+                     [] { ForkRegistry::process().parent(); },
+                     [] { ForkRegistry::process().child(); });
+#endif
+      return r;
+    }();
+    return *registry;
+  }
+
+  /// `actions` for `slot`; several in one slot prepare in the order they came.
+  void add(ForkSlot slot, ForkActions actions) {
+    std::lock_guard<std::mutex> lock(m_mutex);
+    auto at = m_entries.begin();
+    while (at != m_entries.end() && at->first <= slot) ++at;
+    m_entries.insert(at, {slot, actions});
+  }
+
+  void prepare() {
+    m_mutex.lock();  // released by parent() or child()
+    for (const auto& e : m_entries)
+      if (e.second.prepare) e.second.prepare();
+  }
+  void parent() {
+    for (auto e = m_entries.rbegin(); e != m_entries.rend(); ++e)
+      if (e->second.parent) e->second.parent();
+    m_mutex.unlock();
+  }
+  /// The forking thread holds the lock in the child too: it alone exists there.
+  void child() {
+    for (auto e = m_entries.rbegin(); e != m_entries.rend(); ++e)
+      if (e->second.child) e->second.child();
+    m_mutex.unlock();
+  }
+
+ private:
+  std::mutex m_mutex;
+  std::vector<std::pair<ForkSlot, ForkActions>> m_entries;  // in ForkSlot order
+};
+
+/// Whether Kokkos had started when the process forked: the parent's state is sampled before it
+/// forks and the child's flag set from it.
 struct ForkHandlers {
   ForkHandlers() {
-#if defined(FUSED_LINEAR_IMPL_HAS_ATFORK)
-    pthread_atfork(&prepare, nullptr, &child);
-#endif
+    ForkRegistry::process().add(ForkSlot::KokkosState, {&prepare, nullptr, &child});
   }
   static std::atomic<bool>& initialized_at_fork() {
     static std::atomic<bool> initialized{false};

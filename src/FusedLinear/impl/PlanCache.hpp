@@ -3,7 +3,9 @@
 /// The plans behind the one-shot linear_leaky_relu: made on first use for a (stream, shape,
 /// Views, parameters, options) and reused, so that a call in a loop costs what Plan::execute
 /// costs (no cuBLASLt heuristic query, no allocation). Bounded; released at Kokkos::finalize and
-/// by FusedLinear::release_cached_plans().
+/// by FusedLinear::release_cached_plans(). Its parts are beside it: the key (PlanKey.hpp), the
+/// instance and the end of its work (StreamIdentity.hpp), the plans CUDA graphs hold
+/// (cuda/CapturedPlans.hpp).
 #ifndef FUSED_LINEAR_IMPL_PLAN_CACHE_HPP
 #define FUSED_LINEAR_IMPL_PLAN_CACHE_HPP
 
@@ -11,7 +13,6 @@
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
-#include <cstring>
 #include <iterator>
 #include <memory>
 #include <mutex>
@@ -19,8 +20,6 @@
 #include <stdexcept>
 #include <string>
 #include <type_traits>
-#include <typeindex>
-#include <typeinfo>
 #include <utility>
 #include <vector>
 
@@ -29,198 +28,14 @@
 #include "FusedLinear/Types.hpp"
 #include "FusedLinear/impl/Errors.hpp"
 #include "FusedLinear/impl/Fork.hpp"
+#include "FusedLinear/impl/PlanKey.hpp"
+#include "FusedLinear/impl/StreamIdentity.hpp"
+#include "FusedLinear/impl/cuda/CapturedPlans.hpp"
 #include "FusedLinear/impl/cuda/Device.hpp"
 #include "FusedLinear/impl/kernels/Common.hpp"
 
 namespace FusedLinear {
 namespace Impl {
-
-/// Which instance of an execution space, so that calls on different streams get different
-/// plans and no workspace is used by two streams at once. On CUDA the stream's own id
-/// (cudaStreamGetId): the handle cudaStreamPerThread (and the legacy stream under
-/// --default-stream per-thread) names another stream on every thread. Host backends run each
-/// call to completion (the cached plan's lock serialises them): 0, but HPX, which dispatches
-/// asynchronously. Elsewhere the instance is not known (`std::nullopt`): the one-shot call then
-/// waits for its work before returning.
-/// `capturing`: the stream is being captured into a CUDA graph, where cudaStreamGetId is not
-/// permitted: the id this thread found for the stream's handle before is taken, and a stream
-/// this thread never called on outside the capture is refused.
-template <class ExecSpace>
-std::optional<std::uint64_t> instance_identity(const ExecSpace& exec, const char* function,
-                                               bool capturing) {
-#if defined(KOKKOS_ENABLE_CUDA)
-  if constexpr (std::is_same<ExecSpace, Kokkos::Cuda>::value) {
-    // The handles this thread identified last (a handle's id is per thread for
-    // cudaStreamPerThread); a handle reused by a new stream maps to a dead stream's id, which
-    // no live stream has.
-    struct Known {
-      cudaStream_t handle;
-      unsigned long long id;
-    };
-    static thread_local Known known[16] = {};
-    static thread_local unsigned next = 0;
-    const cudaStream_t stream = exec.cuda_stream();
-    unsigned long long id = 0;
-    bool found = false;
-    for (const Known& k : known)
-      if (k.id != 0 && k.handle == stream) id = k.id, found = true;
-    if (!found) {
-      if (capturing)
-        refuse(function,
-               "this thread made no call on this stream before its capture into a CUDA graph "
-               "(a plan cannot be made during one: it allocates): make one call before the "
-               "capture");
-      guarded_cuda_call();
-      cuda_check(cudaStreamGetId(stream, &id), function, "identify the stream");
-      known[next++ % 16] = {stream, id};
-    }
-    // Ids are unique within the process; the device keeps two devices' default streams apart.
-    return std::uint64_t(id) ^ (std::uint64_t(exec.cuda_device()) << 56);
-  }
-#endif
-#if defined(KOKKOS_ENABLE_HIP)
-#if KOKKOS_VERSION >= 40000
-  using Hip = Kokkos::HIP;
-#else
-  using Hip = Kokkos::Experimental::HIP;
-#endif
-  if constexpr (std::is_same<ExecSpace, Hip>::value) {
-    const hipStream_t stream = exec.hip_stream();
-    if (stream == nullptr || stream == hipStreamPerThread) return std::nullopt;  // per thread
-    return std::uint64_t(reinterpret_cast<std::uintptr_t>(stream));
-  }
-#endif
-  (void)exec, (void)function, (void)capturing;
-#if defined(KOKKOS_ENABLE_HPX)
-  // HPX dispatches asynchronously: its instances' work may overlap, and they are not told apart.
-  if constexpr (std::is_same<ExecSpace, Kokkos::Experimental::HPX>::value) return std::nullopt;
-#endif
-  if constexpr (is_host_space<ExecSpace>()) return std::uint64_t(0);
-  return std::nullopt;
-}
-
-/// Where a cached plan's last call ends, so that the plan's memory is freed only after it: on
-/// CUDA an event recorded after each call (the caller's stream may be gone by then); host
-/// backends finish each call before it returns; other backends wait on the instance.
-template <class ExecSpace>
-class CompletionMark {
- public:
-  CompletionMark(const ExecSpace& exec, bool needed) {
-    if (!needed || is_host_space<ExecSpace>()) return;
-#if defined(KOKKOS_ENABLE_CUDA)
-    if constexpr (std::is_same<ExecSpace, Kokkos::Cuda>::value) {
-      CudaDeviceGuard device(exec.cuda_device(), "FusedLinear::linear_leaky_relu");
-      cuda_check(cudaEventCreateWithFlags(&m_event, cudaEventDisableTiming),
-                 "FusedLinear::linear_leaky_relu", "create an event");
-      return;
-    }
-#endif
-    m_exec.emplace(exec);
-  }
-  ~CompletionMark() {
-#if defined(KOKKOS_ENABLE_CUDA)
-    if (m_event) cudaEventDestroy(m_event);
-#endif
-  }
-  CompletionMark(const CompletionMark&) = delete;
-  CompletionMark& operator=(const CompletionMark&) = delete;
-
-  /// After a call enqueued on `exec`.
-  void record(const ExecSpace& exec) {
-#if defined(KOKKOS_ENABLE_CUDA)
-    if constexpr (std::is_same<ExecSpace, Kokkos::Cuda>::value) {
-      if (m_event) {
-        CudaDeviceGuard device(exec.cuda_device(), "FusedLinear::linear_leaky_relu");
-        guarded_cuda_call();
-        cuda_check(cudaEventRecord(m_event, exec.cuda_stream()), "FusedLinear::linear_leaky_relu",
-                   "record an event");
-      }
-    }
-#endif
-    (void)exec;
-  }
-  void wait() {
-#if defined(KOKKOS_ENABLE_CUDA)
-    if (m_event) {
-      guarded_cuda_call();
-      cudaEventSynchronize(m_event);
-    }
-#endif
-    if (m_exec) m_exec->fence();
-  }
-
- private:
-  std::optional<ExecSpace> m_exec;  // backends without events
-#if defined(KOKKOS_ENABLE_CUDA)
-  cudaEvent_t m_event = nullptr;
-#endif
-};
-
-/// Everything a plan depends on, as plain bytes compared with memcmp (no padding between the
-/// members, in this order).
-struct PlanKey {
-  const std::type_info* type;  // the plan's type: value type, layouts, memory spaces
-  std::uint64_t instance;
-  std::int64_t extents[3];   // M, K, N
-  std::int64_t strides[7];   // X, W (2 each), b, Y (2)
-  std::uint64_t alignments;  // log2 of min(256, alignment) of X, W, b, Y, 8 bits each
-  double multiplier, slope;
-  std::uint64_t partials_limit;
-  std::uint64_t measure_clock;  // options.tuning.measure_clock (tests): another plan
-  std::int32_t algorithm, precision, splits, sm90_kernel;
-  std::int32_t planning, unused;
-
-  bool operator==(const PlanKey& o) const { return std::memcmp(this, &o, sizeof *this) == 0; }
-};
-static_assert(sizeof(PlanKey) == 160, "PlanKey has no padding");
-
-inline std::uint64_t alignment_log2(const void* p) {
-  const auto a = reinterpret_cast<std::uintptr_t>(p);
-  std::uint64_t log2 = 0;
-  while (log2 < 8 && (a & ((std::uintptr_t(1) << (log2 + 1)) - 1)) == 0) ++log2;
-  return log2;
-}
-
-template <class PlanType, class XView, class WView, class BView, class YView, class Scalar>
-PlanKey plan_key(std::uint64_t instance, const XView& X, const WView& W, const BView& b,
-                 const YView& Y, Scalar multiplier, Scalar slope, const Options& options) {
-  PlanKey k;
-  std::memset(&k, 0, sizeof k);
-  k.type = &typeid(PlanType);
-  k.instance = instance;
-  k.extents[0] = X.extent(0), k.extents[1] = X.extent(1), k.extents[2] = W.extent(0);
-  const std::int64_t strides[7] = {std::int64_t(X.stride(0)), std::int64_t(X.stride(1)),
-                                   std::int64_t(W.stride(0)), std::int64_t(W.stride(1)),
-                                   std::int64_t(b.stride(0)), std::int64_t(Y.stride(0)),
-                                   std::int64_t(Y.stride(1))};
-  std::copy(strides, strides + 7, k.strides);
-  k.alignments = alignment_log2(X.data()) | alignment_log2(W.data()) << 8 |
-                 alignment_log2(b.data()) << 16 | alignment_log2(Y.data()) << 24;
-  k.multiplier = double(multiplier), k.slope = double(slope);
-  k.algorithm = std::int32_t(options.algorithm), k.precision = std::int32_t(options.precision);
-  k.splits = options.tuning.skinny_splits, k.sm90_kernel = options.tuning.sm90_tf32x3_kernel;
-  k.partials_limit = options.tuning.tf32x3_partials_limit;
-  k.measure_clock = reinterpret_cast<std::uint64_t>(options.tuning.measure_clock);
-  k.planning = std::int32_t(options.planning);
-  return k;
-}
-
-/// Runs `wait` (a fence) with `device` current where it is a CUDA device (>= 0), swallowing what
-/// it throws: destructors call it, and a destructor must not throw.
-template <class Wait>
-void wait_quietly(int device, const Wait& wait) noexcept {
-  if (!Kokkos::is_initialized()) return;
-#if defined(KOKKOS_ENABLE_CUDA)
-  std::optional<CudaDeviceGuardNoThrow> guard;
-  if (device >= 0) guard.emplace(device);
-#else
-  (void)device;
-#endif
-  try {
-    wait();
-  } catch (...) {
-  }
-}
 
 /// One cached plan and the lock its calls take: a plan is not made for concurrent calls, and
 /// several host threads may call on one stream.
@@ -251,14 +66,6 @@ struct CachedPlan : CachedPlanBase {
       else
         done.wait();
     });
-  }
-  template <class E>
-  static int device_of(const E& exec) {
-#if defined(KOKKOS_ENABLE_CUDA)
-    if constexpr (std::is_same<E, Kokkos::Cuda>::value) return exec.cuda_device();
-#endif
-    (void)exec;
-    return -1;
   }
   PlanType plan;
   CompletionMark<ExecSpace> done;
@@ -341,10 +148,7 @@ class PlanCache {
         for (auto& d : m_doomed) gone.push_back(std::move(d));
         m_entries.clear(), m_captured.clear(), m_doomed.clear();
         note_pending();
-#if defined(KOKKOS_ENABLE_CUDA)
         m_captures.clear();
-        m_known.store(0);
-#endif
         m_hook_registered = false;
       }
       return;  // `gone` is destroyed here, outside the lock
@@ -411,49 +215,23 @@ class PlanCache {
       refuse(function,
              "the stream's capture into a CUDA graph was invalidated, or its state cannot be "
              "queried");
-    // The graph's reference: its release (the graph and its executable graphs destroyed,
-    // their launches done) only sets the flag; the cache frees the plan later.
-    auto released = std::make_shared<std::atomic<bool>>(false);
-    auto* token = new std::shared_ptr<std::atomic<bool>>(released);
-    cudaUserObject_t object = nullptr;
-    guarded_cuda_call();
-    if (cudaUserObjectCreate(&object, token, &graph_released, 1, cudaUserObjectNoDestructorSync) !=
-        cudaSuccess) {
-      delete token;
-      (void)cudaGetLastError();
-      throw std::runtime_error(std::string(function) +
-                               ": cannot create a CUDA user object for the captured plan");
-    }
-    if (cudaGraphRetainUserObject(capture.graph, object, 1, cudaGraphUserObjectMove) !=
-        cudaSuccess) {
-      cudaUserObjectRelease(object, 1);  // runs graph_released: the token goes
-      (void)cudaGetLastError();
-      throw std::runtime_error(std::string(function) +
-                               ": cannot hand the captured plan to the CUDA graph");
-    }
+    // The graph's reference: its release only sets the flag; the cache frees the plan later.
+    std::shared_ptr<std::atomic<bool>> released = hand_to_graph(capture.graph, function);
     Captured c{capture.id, key, std::move(m_entries[i].second), released};
     c.plan->captured = true;
     m_entries.erase(m_entries.begin() + std::ptrdiff_t(i));
     m_captured.push_back(c);
     note_pending();
-    if (std::none_of(m_captures.begin(), m_captures.end(),
-                     [&](const KnownCapture& k) { return k.id == capture.id; }))
-      m_captures.push_back({stream, capture.id, c.plan->device});
-    m_known.store(int(m_captures.size()), std::memory_order_relaxed);
+    m_captures.add(stream, capture.id, c.plan->device);
     return std::static_pointer_cast<Cached>(c.plan);
   }
-#endif
 
-#if defined(KOKKOS_ENABLE_CUDA)
   /// A call outside any capture on `stream`: a capture the cache knew on it has ended, and is
   /// forgotten (its stream is never queried again; it may be destroyed).
   void not_capturing(cudaStream_t stream) {
-    if (m_known.load(std::memory_order_relaxed) == 0) return;
+    if (!m_captures.any()) return;
     std::lock_guard<std::mutex> lock(m_mutex);
-    m_captures.erase(std::remove_if(m_captures.begin(), m_captures.end(),
-                                    [&](const KnownCapture& k) { return k.stream == stream; }),
-                     m_captures.end());
-    m_known.store(int(m_captures.size()), std::memory_order_relaxed);
+    m_captures.forget(stream);
   }
 #endif
 
@@ -534,39 +312,7 @@ class PlanCache {
 
   /// Under the lock: whether a capture the cache knows of is still in progress (those that
   /// ended are forgotten).
-  bool capture_in_progress() {
-#if defined(KOKKOS_ENABLE_CUDA)
-    for (std::size_t i = 0; i < m_captures.size();) {
-      CudaDeviceGuardNoThrow guard(m_captures[i].device);
-      const StreamCapture now = stream_capture(m_captures[i].stream);
-      // A query that fails (the stream destroyed after its capture) forgets it too.
-      if (now.capturing && now.id == m_captures[i].id) return true;
-      m_captures.erase(m_captures.begin() + std::ptrdiff_t(i));
-    }
-    m_known.store(int(m_captures.size()), std::memory_order_relaxed);
-    for (int d = 0; d < 64; ++d) {
-      if ((m_devices >> d & 1) == 0) continue;
-      CudaDeviceGuardNoThrow guard(d);
-      if (blocking_capture_on_current_device()) return true;
-    }
-#endif
-    return false;
-  }
-
-#if defined(KOKKOS_ENABLE_CUDA)
-  /// The CUDA user object's destructor: it may not call CUDA, nor wait; it only marks.
-  static void CUDART_CB graph_released(void* token) {
-    auto* released = static_cast<std::shared_ptr<std::atomic<bool>>*>(token);
-    (*released)->store(true);
-    delete released;
-  }
-  struct KnownCapture {
-    cudaStream_t stream;
-    unsigned long long id;
-    int device;
-  };
-  std::vector<KnownCapture> m_captures;
-#endif
+  bool capture_in_progress() { return m_captures.in_progress(m_devices); }
 
   struct Captured {
     unsigned long long capture;
@@ -575,31 +321,26 @@ class PlanCache {
     std::shared_ptr<std::atomic<bool>> released;  // set when the graph lets the plan go
   };
 
-  PlanCache() { register_fork_handlers(); }
+  PlanCache() {
+    ForkRegistry::process().add(ForkSlot::PlanCache, {&fork_prepare, &fork_parent, &fork_child});
+  }
 
   /// fork(): the cache's lock is held across it (no other thread's half-done change is copied),
   /// and in the child every plan is abandoned (another thread may have held its lock, and a
   /// device's memory is not the child's).
-  void register_fork_handlers() {
-#if defined(FUSED_LINEAR_IMPL_HAS_ATFORK)
-    pthread_atfork([] { PlanCache::instance().m_mutex.lock(); },
-                   [] { PlanCache::instance().m_mutex.unlock(); },
-                   [] {
-                     PlanCache& c = PlanCache::instance();
-                     auto* abandoned = new std::vector<std::shared_ptr<CachedPlanBase>>();
-                     for (auto& e : c.m_entries) abandoned->push_back(std::move(e.second));
-                     for (auto& h : c.m_captured) abandoned->push_back(std::move(h.plan));
-                     c.m_entries.clear(), c.m_captured.clear();
-                     for (auto& d : c.m_doomed) (void)d.release();
-                     c.m_doomed.clear();
-                     c.note_pending();
-#if defined(KOKKOS_ENABLE_CUDA)
-                     c.m_captures.clear();
-                     c.m_known.store(0);
-#endif
-                     c.m_mutex.unlock();
-                   });
-#endif
+  static void fork_prepare() { PlanCache::instance().m_mutex.lock(); }
+  static void fork_parent() { PlanCache::instance().m_mutex.unlock(); }
+  static void fork_child() {
+    PlanCache& c = PlanCache::instance();
+    auto* abandoned = new std::vector<std::shared_ptr<CachedPlanBase>>();
+    for (auto& e : c.m_entries) abandoned->push_back(std::move(e.second));
+    for (auto& h : c.m_captured) abandoned->push_back(std::move(h.plan));
+    c.m_entries.clear(), c.m_captured.clear();
+    for (auto& d : c.m_doomed) (void)d.release();
+    c.m_doomed.clear();
+    c.note_pending();
+    c.m_captures.clear();
+    c.m_mutex.unlock();
   }
 
   std::mutex m_mutex;
@@ -608,7 +349,7 @@ class PlanCache {
   std::vector<std::unique_ptr<Deferred>> m_doomed;  // released, destroyed by collect()
   bool m_collect = false;                           // m_doomed has entries
   std::atomic<bool> m_pending{false};  // plans doomed or captured: collect() has work to check
-  std::atomic<int> m_known{0};         // captures known (m_captures, CUDA)
+  KnownCaptures m_captures;            // CUDA: captures plans were handed to
   std::uint64_t m_devices = 0;         // CUDA devices plans were made on
   bool m_hook_registered = false;
 };

@@ -331,13 +331,12 @@ class WisdomStore {
 
  private:
   WisdomStore() {
-#if defined(FUSED_LINEAR_IMPL_HAS_ATFORK)
     // The lock is held across fork(), so that a child never inherits it taken by a thread it
     // does not have.
-    pthread_atfork([] { WisdomStore::instance().m_mutex.lock(); },
-                   [] { WisdomStore::instance().m_mutex.unlock(); },
-                   [] { WisdomStore::instance().m_mutex.unlock(); });
-#endif
+    ForkRegistry::process().add(ForkSlot::Wisdom,
+                                {[] { WisdomStore::instance().m_mutex.lock(); },
+                                 [] { WisdomStore::instance().m_mutex.unlock(); },
+                                 [] { WisdomStore::instance().m_mutex.unlock(); }});
   }
   std::mutex m_mutex;
   std::map<std::string, WisdomEntry> m_entries;

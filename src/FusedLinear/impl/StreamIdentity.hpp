@@ -1,0 +1,98 @@
+// SPDX-License-Identifier: Apache-2.0
+/// \file StreamIdentity.hpp
+/// Which instance of an execution space a call runs on, and where that call's work ends: the
+/// plan cache keeps one plan per instance (no workspace used by two streams at once) and frees
+/// a plan only after its last call. The backends' own parts are beside them (Kokkos::Cuda's in
+/// impl/cuda/StreamIdentity.hpp: overloads and a specialisation, taken over these templates).
+#ifndef FUSED_LINEAR_IMPL_STREAM_IDENTITY_HPP
+#define FUSED_LINEAR_IMPL_STREAM_IDENTITY_HPP
+
+#include <cstdint>
+#include <optional>
+#include <type_traits>
+
+#include <Kokkos_Core.hpp>
+
+#include "FusedLinear/impl/cuda/StreamIdentity.hpp"
+#include "FusedLinear/impl/kernels/Common.hpp"
+
+namespace FusedLinear {
+namespace Impl {
+
+/// Which instance of an execution space, so that calls on different streams get different
+/// plans and no workspace is used by two streams at once. On CUDA the stream's own id (see
+/// impl/cuda/StreamIdentity.hpp). Host backends run each call to completion (the cached plan's
+/// lock serialises them): 0, but HPX, which dispatches asynchronously. Elsewhere the instance
+/// is not known (`std::nullopt`): the one-shot call then waits for its work before returning.
+/// `capturing`: the stream is being captured into a CUDA graph.
+template <class ExecSpace>
+std::optional<std::uint64_t> instance_identity(const ExecSpace& exec, const char* function,
+                                               bool capturing) {
+#if defined(KOKKOS_ENABLE_HIP)
+#if KOKKOS_VERSION >= 40000
+  using Hip = Kokkos::HIP;
+#else
+  using Hip = Kokkos::Experimental::HIP;
+#endif
+  if constexpr (std::is_same<ExecSpace, Hip>::value) {
+    const hipStream_t stream = exec.hip_stream();
+    if (stream == nullptr || stream == hipStreamPerThread) return std::nullopt;  // per thread
+    return std::uint64_t(reinterpret_cast<std::uintptr_t>(stream));
+  }
+#endif
+  (void)exec, (void)function, (void)capturing;
+#if defined(KOKKOS_ENABLE_HPX)
+  // HPX dispatches asynchronously: its instances' work may overlap, and they are not told apart.
+  if constexpr (std::is_same<ExecSpace, Kokkos::Experimental::HPX>::value) return std::nullopt;
+#endif
+  if constexpr (is_host_space<ExecSpace>()) return std::uint64_t(0);
+  return std::nullopt;
+}
+
+/// The device of a plan's memory made on `exec`: -1 but on CUDA.
+template <class ExecSpace>
+int device_of(const ExecSpace& exec) {
+  (void)exec;
+  return -1;
+}
+
+/// Where a cached plan's last call ends, so that the plan's memory is freed only after it: on
+/// CUDA an event recorded after each call (impl/cuda/StreamIdentity.hpp); host backends finish
+/// each call before it returns; other backends wait on the instance. `needed`: the plan holds
+/// memory to free.
+template <class ExecSpace>
+class CompletionMark {
+ public:
+  CompletionMark(const ExecSpace& exec, bool needed) {
+    if (!needed || is_host_space<ExecSpace>()) return;
+    m_exec.emplace(exec);
+  }
+  CompletionMark(const CompletionMark&) = delete;
+  CompletionMark& operator=(const CompletionMark&) = delete;
+
+  /// After a call enqueued on `exec`.
+  void record(const ExecSpace& exec) { (void)exec; }
+  void wait() {
+    if (m_exec) m_exec->fence();
+  }
+
+ private:
+  std::optional<ExecSpace> m_exec;  // backends without events
+};
+
+/// Runs `wait` (a fence) with `device` current where it is a CUDA device (>= 0), swallowing what
+/// it throws: destructors call it, and a destructor must not throw.
+template <class Wait>
+void wait_quietly(int device, const Wait& wait) noexcept {
+  if (!Kokkos::is_initialized()) return;
+  const QuietDeviceScope scope(device);
+  try {
+    wait();
+  } catch (...) {
+  }
+}
+
+}  // namespace Impl
+}  // namespace FusedLinear
+
+#endif
