@@ -330,25 +330,26 @@ def chosen_candidate(result):
     return None
 
 
+def _timed_row(r, **fields):
+    """A row's shape, times and error from one JSON result, with `fields` beside them."""
+    M, K, N = parse_shape(r["shape"])
+    timed = dict(median_ms=float(r["median_ms"]), min_ms=_float(r.get("min_ms")))
+    return dict(M=M, K=K, N=N, **fields, **timed, rel_err=_float(r.get("rel_err")))
+
+
 def ours_row(config, r):
     """One dataset row of a perf-program result; None for a path that did not run."""
     if r.get("refused") or r.get("median_ms") is None:
         return None
-    M, K, N = parse_shape(r["shape"])
-    return dict(
-        M=M,
-        K=K,
-        N=N,
+    return _timed_row(
+        r,
         precision=config["precision"],
         planning=r["planning"],
         path=r.get("algorithm_requested"),
         source="ours",
         ran=r["algorithm_ran"],
         precision_ran=r.get("precision_ran") or config["precision"],
-        median_ms=float(r["median_ms"]),
-        min_ms=_float(r.get("min_ms")),
         plan_ms=_float(r.get("plan_ms")),
-        rel_err=_float(r.get("rel_err")),
         chosen=chosen_candidate(r),
     )
 
@@ -357,17 +358,12 @@ def peer_row(r):
     """One dataset row of torch_peers.py's JSON."""
     if r.get("median_ms") is None:
         return None
-    M, K, N = parse_shape(r["shape"])
-    return dict(
-        M=M,
-        K=K,
-        N=N,
-        path=r["peer"],
-        source="peer",
-        median_ms=float(r["median_ms"]),
-        min_ms=_float(r.get("min_ms")),
-        rel_err=_float(r.get("rel_err")),
-    )
+    return _timed_row(r, path=r["peer"], source="peer")
+
+
+def add_argument(parser):
+    """The --data option of the package's commands: the dataset's folder."""
+    parser.add_argument("--data", type=Path, default=DATA, help="the dataset (perf/data)")
 
 
 def _float(v):
@@ -409,7 +405,7 @@ def entry_from_meta(meta, machine, purpose, seed):
 
 def main(argv=None):
     p = argparse.ArgumentParser(description="the dataset of measured runs (perf/data/)")
-    p.add_argument("--data", type=Path, default=DATA, help="the dataset folder (perf/data)")
+    add_argument(p)
     sub = p.add_subparsers(dest="command", required=True)
     sub.add_parser("check", help="validate every file of the dataset")
     a = sub.add_parser("add", help="add a perf/compare.py --out folder as a run")

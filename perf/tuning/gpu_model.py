@@ -19,7 +19,6 @@ was not fitted on.
 import argparse
 import math
 import sys
-from pathlib import Path
 
 from . import data, replay_tool, spec
 from .data import FLOORS, explicit_paths
@@ -150,10 +149,8 @@ def models_of(spec):
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("runs", nargs="*", help="run ids (default: the fit runs of rules/gpu.json)")
-    p.add_argument(
-        "--replay-tool", type=Path, required=True, help="the fused_linear_replay_rule program"
-    )
-    p.add_argument("--data", type=Path, default=data.DATA, help="the dataset (perf/data)")
+    replay_tool.add_argument(p)
+    data.add_argument(p)
     p.add_argument(
         "--held-out",
         nargs="+",

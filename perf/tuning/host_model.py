@@ -15,7 +15,6 @@ tuning.judge --replay-tool on runs the model was not fitted on.
 import argparse
 import math
 import sys
-from pathlib import Path
 
 from . import data, replay_tool, spec
 from .stats import fit, percentile, predicted
@@ -82,16 +81,14 @@ def report_lines(coefficients, times, x, worst=8):
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("runs", nargs="*", help="run ids (default: the fit runs of rules/host.json)")
-    p.add_argument(
-        "--replay-tool", type=Path, required=True, help="the fused_linear_replay_rule program"
-    )
+    replay_tool.add_argument(p)
     p.add_argument(
         "--threads",
         type=int,
         default=None,
         help="the threads the runs used (default: rules/host.json's)",
     )
-    p.add_argument("--data", type=Path, default=data.DATA, help="the dataset (perf/data)")
+    data.add_argument(p)
     args = p.parse_args(argv)
     try:
         ds = data.Dataset(args.data)

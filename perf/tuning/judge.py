@@ -145,12 +145,9 @@ def main(argv=None):
         "(python3 -m tuning.judge --help; see the module's docstring)"
     )
     p.add_argument("runs", nargs="+", help="run ids of perf/data/runs.csv")
-    p.add_argument("--data", type=Path, default=data.DATA, help="the dataset (perf/data)")
-    p.add_argument(
-        "--replay-tool",
-        type=Path,
-        default=None,
-        help="fused_linear_replay_rule: judge the rule as built now too",
+    data.add_argument(p)
+    replay_tool.add_argument(
+        p, "fused_linear_replay_rule: judge the rule as built now too", required=False
     )
     p.add_argument(
         "--replay-rates",

@@ -10,6 +10,12 @@ whitespace-separated records, lines starting with '#' being comments.
 Options select the device: `--host BLAS --threads T` for a host, the rate options
 (`--multiprocessors`, `--fp32-gflops`, `--memory-gbps`) for a Hopper GPU."""
 import subprocess
+from pathlib import Path
+
+
+def add_argument(parser, help="the fused_linear_replay_rule program", required=True):
+    """The --replay-tool option of the commands that run the tool."""
+    parser.add_argument("--replay-tool", type=Path, required=required, default=None, help=help)
 
 
 def run(tool, options, shapes=None):

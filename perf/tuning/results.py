@@ -281,7 +281,7 @@ def main(argv=None):
         metavar="DIR",
         help="also draw each machine's sweep into DIR (matplotlib)",
     )
-    p.add_argument("--data", type=Path, default=data.DATA, help="the dataset (perf/data)")
+    data.add_argument(p)
     p.add_argument("--out", type=Path, default=RESULTS_MD, help="the page (perf/RESULTS.md)")
     args = p.parse_args(argv)
     try:

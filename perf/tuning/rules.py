@@ -203,13 +203,10 @@ def main(argv=None):
     mode.add_argument(
         "--check", action="store_true", help="fail with a diff where a committed file differs"
     )
-    p.add_argument(
-        "--replay-tool",
-        type=Path,
-        required=True,
-        help="fused_linear_replay_rule (the host model's terms, the golden table)",
+    replay_tool.add_argument(
+        p, "fused_linear_replay_rule (the host model's terms, the golden table)"
     )
-    p.add_argument("--data", type=Path, default=data.DATA, help="the dataset (perf/data)")
+    data.add_argument(p)
     p.add_argument("--rules-dir", type=Path, default=RULES, help="where the headers are")
     args = p.parse_args(argv)
     try:
