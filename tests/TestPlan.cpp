@@ -208,13 +208,26 @@ TEST(Plan, OneShotPlanCache) {
   mine.execute(p.X, p.W, p.b, p.Y);  // unaffected by the release
   EXPECT_TRUE(matches_reference(p, 4, 0.1, p.Y));
   // Bounded: the least recently used plans go; every call still computes right.
-  for (int i = 0; i < int(Impl::PlanCache::capacity) + 8; ++i) {
+  const std::size_t limit = FusedLinear::cached_plans_limit();
+  EXPECT_GE(limit, 40u) << "a model of 40 layers of distinct shapes keeps its plans";
+  for (int i = 0; i < int(limit) + 8; ++i) {
     p.poison();
     FusedLinear::linear_leaky_relu(p.X, p.W, p.b, p.Y, float(i + 1), 0.1f,
                                    options(Algorithm::FusedSkinny, Precision::Strict, 2));
     if (i % 10 == 0) EXPECT_TRUE(matches_reference(p, double(i + 1), 0.1, p.Y)) << i;
   }
-  EXPECT_EQ(cache.size(), Impl::PlanCache::capacity);
+  EXPECT_EQ(cache.size(), limit);
+  // A lower limit drops the least recently used plans at once; the most recent one stays.
+  FusedLinear::set_cached_plans_limit(3);
+  EXPECT_EQ(cache.size(), 3u);
+  p.poison();
+  FusedLinear::linear_leaky_relu(p.X, p.W, p.b, p.Y, float(limit + 8), 0.1f,
+                                 options(Algorithm::FusedSkinny, Precision::Strict, 2));
+  EXPECT_TRUE(matches_reference(p, double(limit + 8), 0.1, p.Y));
+  EXPECT_EQ(cache.size(), 3u) << "found, not made again";
+  EXPECT_THROW(FusedLinear::set_cached_plans_limit(0), std::invalid_argument);
+  EXPECT_EQ(FusedLinear::cached_plans_limit(), 3u);
+  FusedLinear::set_cached_plans_limit(limit);
   FusedLinear::release_cached_plans();
   EXPECT_EQ(cache.size(), 0u);
   // Calls after a release make their plans again.

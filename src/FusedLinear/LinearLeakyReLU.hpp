@@ -4,6 +4,7 @@
 #ifndef FUSED_LINEAR_LINEAR_LEAKY_RELU_HPP
 #define FUSED_LINEAR_LINEAR_LEAKY_RELU_HPP
 
+#include <cstddef>
 #include <cstdint>
 #include <memory>
 #include <mutex>
@@ -26,24 +27,25 @@ namespace FusedLinear {
 /// Y = LeakyReLU(multiplier * (X . W^T + b), negative_slope) in one call: as a Plan made for
 /// these arguments and executed once (see Plan for the parameters, exceptions and semantics).
 ///
-/// The plan is kept for the next call with the same instance (stream), extents, strides,
-/// alignment, parameters and options (at most 32 plans, the least recently used dropped first,
-/// once its last call's work is done), so a call in a loop costs what Plan::execute costs plus a
-/// lookup (and the returned RunInfo's copy). Their memory is released at Kokkos::finalize, or at
-/// once by release_cached_plans(). Safe to call from several host threads (on CUDA, HIP: one
-/// instance each or one shared, cudaStreamPerThread included; on host backends, Kokkos 3.4's
-/// OpenMP instances take team kernels from the initialising thread only). In a process forked
-/// after Kokkos started its host threads, a call on them throws std::runtime_error (they did
-/// not survive the fork); Kokkos::Serial computes there.
+/// The plan is kept for the next call with the same device, extents, strides, alignment,
+/// parameters and options, on any instance (stream) of that device (at most
+/// cached_plans_limit() plans, 64 by default, the least recently used dropped first, once its
+/// last call's work is done), so a call in a loop costs what Plan::execute costs plus a lookup
+/// (and the returned RunInfo's copy). Calls on different streams that share a plan are ordered
+/// on the device, one after the other (an event), whatever thread makes them: make a Plan per
+/// stream for streams that must overlap. The plans' memory is released at Kokkos::finalize, or
+/// at once by release_cached_plans(). Safe to call from several host threads (on host backends,
+/// Kokkos 3.4's OpenMP instances take team kernels from the initialising thread only). In a
+/// process forked after Kokkos started, a call on its host thread pool or its device throws
+/// std::runtime_error (neither survives the fork); Kokkos::Serial computes there.
 ///
-/// Under CUDA graph capture, each graph gets a plan of its own: the call takes the plan cached
-/// by an earlier call with the same arguments on the stream outside the capture, and hands it
-/// to the graph (the next call outside a capture makes another; calls of the same arguments
-/// later in the same capture use it again). Without such a plan the call is refused
-/// (std::invalid_argument: making one allocates): make one call before each capture. The plan
-/// counts against no capacity and is freed once the graph and its executable graphs are
-/// destroyed (at the next call or release_cached_plans()); destroy graphs before
-/// Kokkos::finalize.
+/// Under CUDA graph capture, on any stream (one the library never saw included), the call uses
+/// the plan an earlier call with the same arguments made outside the capture, on any stream of
+/// the device, or one a graph still holds; without one the call is refused
+/// (std::invalid_argument: making one allocates, which a capture cannot): run the layer once
+/// before the capture, as CUDA graph recipes do. The graph holds the plan until it and its
+/// executable graphs are destroyed, and every replay orders itself after the plan's previous
+/// use (eager or replayed) through the plan's event; destroy graphs before Kokkos::finalize.
 ///
 /// \return which path, precision and GEMM ran, and why they differ from the request
 template <class ExecSpace, class XView, class WView, class BView, class YView>
@@ -58,9 +60,9 @@ RunInfo linear_leaky_relu(const ExecSpace& exec, const XView& X, const WView& W,
                      Impl::CanonicalOutput<ExecSpace, YView>>;
   using Cached = Impl::CachedPlan<Plan_, ExecSpace>;
   constexpr const char* function = "FusedLinear::linear_leaky_relu";
+  Impl::refuse_if_forked(exec, function);  // before any device call
   // The instance's device first: every CUDA query below reads or changes that device's state.
   Impl::ExecDeviceGuard<ExecSpace> device(exec, function);
-  Impl::refuse_if_forked_pool(exec, function);
   bool capturing = false;
 #if defined(KOKKOS_ENABLE_CUDA)
   Impl::StreamCapture capture;
@@ -69,15 +71,15 @@ RunInfo linear_leaky_relu(const ExecSpace& exec, const XView& X, const WView& W,
     capturing = capture.capturing;
   }
 #endif
-  const std::optional<std::uint64_t> instance = Impl::instance_identity(exec, function, capturing);
+  const std::optional<std::uint64_t> scope = Impl::plan_scope(exec);
   const Impl::PlanKey key =
-      Impl::plan_key<Plan_>(instance.value_or(0), X, W, b, Y, multiplier, negative_slope, options);
+      Impl::plan_key<Plan_>(scope.value_or(0), X, W, b, Y, multiplier, negative_slope, options);
   Impl::PlanCache& cache = Impl::PlanCache::instance();
   std::shared_ptr<Cached> cached;
   if (capturing) {
 #if defined(KOKKOS_ENABLE_CUDA)
     if constexpr (std::is_same<ExecSpace, Kokkos::Cuda>::value)
-      cached = cache.take_for_capture<Cached>(key, exec.cuda_stream(), capture, function);
+      cached = cache.for_capture<Cached>(key, exec.cuda_stream(), capture, function);
 #endif
   } else {
 #if defined(KOKKOS_ENABLE_CUDA)
@@ -90,11 +92,12 @@ RunInfo linear_leaky_relu(const ExecSpace& exec, const XView& X, const WView& W,
     });
   }
   std::lock_guard<std::mutex> lock(cached->mutex);
+  cached->done.order_after(exec, capturing);
   cached->plan.execute(exec, X, W, b, Y, function);
-  if (!capturing) cached->done.record(exec);  // a captured plan: its graph owns it
+  cached->done.record(exec, capturing);
   // An instance this cache cannot tell from another shares the plan's workspace with them: its
   // work must be done before another call may start.
-  if (!instance && cached->plan.workspace_bytes() > 0) exec.fence();
+  if (!scope && cached->plan.workspace_bytes() > 0) exec.fence();
   return cached->plan.info();
 }
 
@@ -112,9 +115,23 @@ RunInfo linear_leaky_relu(const XView& X, const WView& W, const BView& b, const 
 /// threads have returned), and frees those of CUDA graphs destroyed since. While a capture the
 /// library knows of is in progress (one it was called in, or one on a stream that synchronises
 /// with the legacy default stream) the memory is freed only at the next call or release after
-/// it. Plans captured into graphs still alive stay. Plans made with FusedLinear::Plan are not
+/// it. Plans that graphs still alive hold stay. Plans made with FusedLinear::Plan are not
 /// affected.
 inline void release_cached_plans() { Impl::PlanCache::instance().release(); }
+
+/// The most plans linear_leaky_relu keeps (64 unless set_cached_plans_limit changed it).
+inline std::size_t cached_plans_limit() { return Impl::PlanCache::instance().limit(); }
+
+/// Keeps at most `plans` plans from now on, dropping the least recently used ones beyond it: a
+/// model whose layers have more distinct shapes than the limit makes plans again on every pass,
+/// and its capture into a CUDA graph finds no plan for its first layers. Throws
+/// std::invalid_argument naming the function for 0.
+inline void set_cached_plans_limit(std::size_t plans) {
+  if (plans == 0)
+    Impl::refuse("FusedLinear::set_cached_plans_limit",
+                 "the limit must be at least 1 (each call needs its plan)");
+  Impl::PlanCache::instance().set_limit(plans);
+}
 
 }  // namespace FusedLinear
 

@@ -105,25 +105,21 @@ class Plan {
   const ExecSpace& space() const { return m_exec; }
 
  private:
-  /// Never throws: where the instance cannot be waited for (its stream is being captured into
-  /// a CUDA graph) the memory is handed to the plan cache, freed once no capture is in progress.
+  /// Never throws, and never waits for the device while a capture the library knows of is in
+  /// progress (nor when the plan's own stream is being captured): the memory is then handed to
+  /// the plan cache, freed once the instance's work is done and no such capture is in progress.
+  /// In a child forked after Kokkos started a device, the memory is the parent's: abandoned.
   void release() noexcept {
     if (!m_impl) return;
-    if (m_impl->workspace_bytes() > 0) {
-      try {
-        m_exec.fence();
-      } catch (...) {
-        Impl::PlanCache::instance().defer_plan(std::move(m_impl), device());
-        return;
-      }
+    if (!Impl::is_host_space<ExecSpace>() && Impl::forked_after_initialize().load()) {
+      (void)m_impl.release();
+      return;
     }
-    m_impl.reset();
-  }
-  int device() const {
-#if defined(KOKKOS_ENABLE_CUDA)
-    if constexpr (std::is_same<ExecSpace, Kokkos::Cuda>::value) return m_exec.cuda_device();
-#endif
-    return -1;
+    if (m_impl->workspace_bytes() == 0) {
+      m_impl.reset();
+      return;
+    }
+    Impl::PlanCache::instance().destroy_when_safe(std::move(m_impl), m_exec);
   }
   ExecSpace m_exec;
   std::unique_ptr<Impl_> m_impl;

@@ -2,9 +2,9 @@
 /// \file Fork.hpp
 /// What a process forked after Kokkos started may still do. GNU OpenMP's thread pool does not
 /// survive fork(): in the child only the forking thread exists, and the first parallel region
-/// waits forever for the others. Kokkos opens every parallel region with its whole pool, so in
-/// such a child the layer is refused (std::runtime_error naming the function) on the host
-/// backends that run a thread pool, rather than hang; Kokkos::Serial computes there.
+/// waits forever for the others; nor does a CUDA or HIP context. So in such a child the layer is
+/// refused (std::runtime_error naming the function) on the host backends that run a thread pool
+/// and on devices, rather than hang or abort; Kokkos::Serial computes there.
 /// And the process's one registration with pthread_atfork: each piece of shared state (the plan
 /// cache, the wisdom, an extension's tables) adds its actions to it, run in one fixed order.
 #ifndef FUSED_LINEAR_IMPL_FORK_HPP
@@ -134,18 +134,28 @@ constexpr bool runs_host_thread_pool() {
   return is_host_space<ExecSpace>();
 }
 
-/// Refuses (std::runtime_error naming `function`) a call on a host thread pool in a child forked
-/// after Kokkos started it, where the call would hang; nothing otherwise (one atomic load).
+/// Refuses (std::runtime_error naming `function`) a call in a child forked after Kokkos started,
+/// where it would hang or abort: on a host thread pool (its parallel regions would never finish)
+/// and on a device (the parent's CUDA or HIP context is unusable in the child, and Kokkos'
+/// failing check aborts); nothing otherwise (one atomic load).
 template <class ExecSpace>
-void refuse_if_forked_pool(const ExecSpace& exec, const char* function) {
+void refuse_if_forked(const ExecSpace& exec, const char* function) {
+  if (!forked_after_initialize().load(std::memory_order_relaxed)) return;
   if constexpr (runs_host_thread_pool<ExecSpace>()) {
-    if (forked_after_initialize().load(std::memory_order_relaxed) && exec.concurrency() > 1)
+    if (exec.concurrency() > 1)
       throw std::runtime_error(
           std::string(function) + ": " + ExecSpace::name() +
           " cannot run in this process: it was forked after Kokkos started its threads, which "
           "do not survive fork() (its parallel regions would never finish); use "
           "Kokkos::Serial in the child, fork before Kokkos::initialize, or start processes "
           "with spawn");
+  } else if constexpr (!is_host_space<ExecSpace>()) {
+    throw std::runtime_error(
+        std::string(function) + ": " + ExecSpace::name() +
+        " cannot run in this process: it was forked after Kokkos initialised the device, whose "
+        "context does not survive fork(); compute on a host space in the child (nor free a "
+        "managed device View, nor fence: Kokkos would enter the device), or start processes "
+        "with spawn");
   }
   (void)exec, (void)function;
 }

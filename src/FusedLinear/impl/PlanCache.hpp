@@ -1,11 +1,11 @@
 // SPDX-License-Identifier: Apache-2.0
 /// \file PlanCache.hpp
-/// The plans behind the one-shot linear_leaky_relu: made on first use for a (stream, shape,
-/// Views, parameters, options) and reused, so that a call in a loop costs what Plan::execute
-/// costs (no cuBLASLt heuristic query, no allocation). Bounded; released at Kokkos::finalize and
-/// by FusedLinear::release_cached_plans(). Its parts are beside it: the key (PlanKey.hpp), the
-/// instance and the end of its work (StreamIdentity.hpp), the plans CUDA graphs hold
-/// (cuda/CapturedPlans.hpp).
+/// The plans behind the one-shot linear_leaky_relu: made on first use for a (device, shape,
+/// Views, parameters, options) and reused on any stream, so that a call in a loop costs what
+/// Plan::execute costs (no cuBLASLt heuristic query, no allocation). Bounded; released at
+/// Kokkos::finalize and by FusedLinear::release_cached_plans(). Its parts are beside it: the key
+/// (PlanKey.hpp), the scope and the end of a plan's last use (StreamIdentity.hpp), the graphs'
+/// references and the captures in progress (cuda/CapturedPlans.hpp).
 #ifndef FUSED_LINEAR_IMPL_PLAN_CACHE_HPP
 #define FUSED_LINEAR_IMPL_PLAN_CACHE_HPP
 
@@ -38,13 +38,10 @@ namespace FusedLinear {
 namespace Impl {
 
 /// One cached plan and the lock its calls take: a plan is not made for concurrent calls, and
-/// several host threads may call on one stream.
+/// several host threads may call on one stream, or on several.
 struct CachedPlanBase {
   virtual ~CachedPlanBase() = default;
   std::mutex mutex;
-  /// Taken by a CUDA graph capture: the graph replays its memory, so it is released only once
-  /// the graph is gone. Set under the cache's lock.
-  bool captured = false;
   int device = -1;  // CUDA: the device of the plan's memory
 };
 template <class PlanType, class ExecSpace>
@@ -55,24 +52,17 @@ struct CachedPlan : CachedPlanBase {
     device = device_of(exec);
   }
   ~CachedPlan() override {
-    // Work enqueued with the plan's workspace may still run: wait for the last call's work
-    // (only that: not the device), then let the memory go. A graph's replays are known to no
-    // event, but the graph is gone (the cache releases a captured plan only then) and its
-    // launches with it; the device is waited for all the same. Never throws: the cache
-    // destroys plans only while no capture it knows of is in progress.
-    wait_quietly(device, [this] {
-      if (captured)
-        Kokkos::fence();
-      else
-        done.wait();
-    });
+    // Work enqueued with the plan's workspace may still run: wait for its last use (only that:
+    // not the device), then let the memory go. Graphs that replayed it are gone (the cache
+    // drops a plan only then), their launches done. Never throws.
+    wait_quietly(device, [this] { done.wait(); });
   }
   PlanType plan;
   CompletionMark<ExecSpace> done;
 };
 
-/// Something whose release waits for a safe moment: a plan of the cache, or a FusedLinear::Plan
-/// destroyed while its stream was being captured.
+/// Something whose destruction waits for a safe moment: no capture the cache knows of in
+/// progress (destroying frees device memory, which would invalidate it).
 struct Deferred {
   virtual ~Deferred() = default;
 };
@@ -81,30 +71,27 @@ struct DeferredOwner : Deferred {
   explicit DeferredOwner(std::shared_ptr<T> p) : owned(std::move(p)) {}
   std::shared_ptr<T> owned;
 };
-
-template <class T>
-struct FencedOwner : Deferred {
-  FencedOwner(std::unique_ptr<T> p, int d) : owned(std::move(p)), device(d) {}
-  ~FencedOwner() override {
-    wait_quietly(device, [] { Kokkos::fence(); });
+/// A FusedLinear::Plan's implementation, destroyed once its instance's work is done.
+template <class T, class ExecSpace>
+struct InstanceOwner : Deferred {
+  InstanceOwner(std::unique_ptr<T> p, const ExecSpace& e) : owned(std::move(p)), exec(e) {}
+  ~InstanceOwner() override {
+    wait_quietly(device_of(exec), [this] { exec.fence(); });
   }
   std::unique_ptr<T> owned;
-  int device;
+  ExecSpace exec;
 };
 
-/// The plans of the one-shot call. Two kinds:
-/// - eager plans, one per key (stream, Views, parameters, options), at most `capacity`, the
-///   least recently used one dropped first;
-/// - captured plans (CUDA): a call captured into a CUDA graph takes the eager plan of its key
-///   out of the eager ones, so that no other graph and no later eager call shares its memory
-///   (the next eager call makes another); further calls of that key in the same capture use
-///   it again. The graph owns it through a CUDA user object, whose release (when the graph and
-///   its executable graphs are destroyed and their launches done) marks the plan, freed at the
-///   cache's next call or release. Captured plans count against no capacity.
-/// Releases (evictions, release(), graphs destroyed) are deferred while a capture the cache
-/// knows of is in progress (a capture a call was made in, or one on a stream that synchronises
-/// with the legacy default stream): freeing device memory or waiting for the device would
-/// invalidate it, or throw from a destructor.
+/// The plans of the one-shot call, one per key (device, Views, parameters, options), at most
+/// limit(), the least recently used one dropped first. Calls on any stream share a plan, each
+/// ordered after its last use (CompletionMark). A call captured into a CUDA graph uses the
+/// plan of its key too: the graph holds it through a CUDA user object, whose release (the graph
+/// and its executable graphs destroyed, their launches done) is marked and seen at the cache's
+/// next call or release; a plan dropped from the cache lives on while graphs hold it.
+/// Destructions (plans dropped, graphs gone, FusedLinear::Plans released while their stream was
+/// captured) wait while a capture the cache knows of is in progress (a capture a call was made
+/// in, a capture of a released Plan's stream, or one on a stream that synchronises with the
+/// legacy default stream), and are then done with this thread's capture mode relaxed.
 class PlanCache {
  public:
   /// The process's cache (never destroyed: it empties itself at Kokkos::finalize, before the
@@ -114,9 +101,9 @@ class PlanCache {
     return *cache;
   }
 
-  /// The eager plan for `key`, made by `make()` (a std::unique_ptr<CachedPlan<...>>) on first
-  /// use, outside the cache's lock (a plan's making queries cuBLASLt and allocates: other
-  /// threads' calls go on meanwhile); the least recently used one goes when the cache is full.
+  /// The plan for `key`, made by `make()` (a std::unique_ptr<CachedPlan<...>>) on first use,
+  /// outside the cache's lock (a plan's making queries cuBLASLt and allocates: other threads'
+  /// calls go on meanwhile); the least recently used one goes when the cache is full.
   template <class Cached, class Make>
   std::shared_ptr<Cached> get(const PlanKey& key, Make&& make) {
     collect();
@@ -124,18 +111,23 @@ class PlanCache {
     std::shared_ptr<Cached> made(make());
     {
       std::lock_guard<std::mutex> lock(m_mutex);
-      for (const auto& entry : m_entries)  // made meanwhile by another thread: use that one
-        if (entry.first == key) return std::static_pointer_cast<Cached>(entry.second);
+      for (const auto& entry : m_entries) {
+        if (entry.first == key) {  // made meanwhile by another thread: that one, ours later
+          m_doomed.push_back(std::make_unique<DeferredOwner<Cached>>(std::move(made)));
+          note_pending(true);
+          return std::static_pointer_cast<Cached>(entry.second);
+        }
+      }
       insert(key, made);
     }
     collect();  // the plan evicted, if any
     return made;
   }
 
-  /// Drops every eager plan, and the captured plans whose graphs are gone; their memory is
-  /// freed once calls in flight on other threads return, and not before a capture the cache
-  /// knows of has ended (the next call or release then frees it). `finalizing` (Kokkos::finalize
-  /// begins): every plan, captured ones included (destroy the graphs first), at once.
+  /// Drops every plan (those graphs hold live on); their memory is freed once calls in flight
+  /// on other threads return, and not before a capture the cache knows of has ended (the next
+  /// call or release then frees it). `finalizing` (Kokkos::finalize begins): every plan, those
+  /// graphs hold included (destroy the graphs first), at once.
   void release(bool finalizing = false) {
     if (finalizing) {
       std::vector<std::unique_ptr<Deferred>> gone;
@@ -147,7 +139,7 @@ class PlanCache {
           gone.push_back(std::make_unique<DeferredOwner<CachedPlanBase>>(std::move(h.plan)));
         for (auto& d : m_doomed) gone.push_back(std::move(d));
         m_entries.clear(), m_captured.clear(), m_doomed.clear();
-        note_pending();
+        note_pending(false);
         m_captures.clear();
         m_hook_registered = false;
       }
@@ -158,29 +150,40 @@ class PlanCache {
       for (auto& e : m_entries)
         m_doomed.push_back(std::make_unique<DeferredOwner<CachedPlanBase>>(std::move(e.second)));
       m_entries.clear();
-      m_collect = true;
-      note_pending();
+      note_pending(true);
     }
     collect(true);
   }
 
-  /// Takes ownership of a FusedLinear::Plan's implementation whose destructor could not wait
-  /// for its stream (the stream is being captured), and destroys it after a device-wide fence
-  /// at the next moment no capture the cache knows of is in progress.
-  template <class T>
-  void defer_plan(std::unique_ptr<T> owned, int device) {
-    std::lock_guard<std::mutex> lock(m_mutex);
-    m_doomed.push_back(std::make_unique<FencedOwner<T>>(std::move(owned), device));
-    m_collect = true;
-    note_pending();
+  /// Destroys `owned` (a FusedLinear::Plan's implementation) once `exec`'s work is done and no
+  /// capture the cache knows of is in progress; where `exec`'s stream is being captured, that
+  /// capture is one.
+  template <class T, class ExecSpace>
+  void destroy_when_safe(std::unique_ptr<T> owned, const ExecSpace& exec) noexcept {
+    try {
+      std::lock_guard<std::mutex> lock(m_mutex);
+#if defined(KOKKOS_ENABLE_CUDA)
+      if constexpr (std::is_same<ExecSpace, Kokkos::Cuda>::value) {
+        const CudaDeviceGuardNoThrow device(exec.cuda_device());
+        const StreamCapture capture = stream_capture(exec.cuda_stream());
+        if (capture.capturing) m_captures.add(exec.cuda_stream(), capture.id, exec.cuda_device());
+      }
+#endif
+      m_doomed.push_back(std::make_unique<InstanceOwner<T, ExecSpace>>(std::move(owned), exec));
+      note_pending(true);
+    } catch (...) {  // no memory for the bookkeeping: the plan is abandoned rather than thrown
+      (void)owned.release();
+      return;
+    }
+    collect();
   }
 
-  /// Eager plans held.
+  /// Plans held (graphs may hold more).
   std::size_t size() {
     std::lock_guard<std::mutex> lock(m_mutex);
     return m_entries.size();
   }
-  /// Captured plans held (their graphs alive, or their release not yet done).
+  /// References graphs hold (one per capture and plan), released or not yet seen released.
   std::size_t captured_size() {
     std::lock_guard<std::mutex> lock(m_mutex);
     return m_captured.size();
@@ -190,40 +193,55 @@ class PlanCache {
     std::lock_guard<std::mutex> lock(m_mutex);
     return m_doomed.size();
   }
+  /// The most plans held; 64 unless set_limit changed it.
+  std::size_t limit() {
+    std::lock_guard<std::mutex> lock(m_mutex);
+    return m_limit;
+  }
+  /// The most plans held from now on (>= 1); the least recently used ones beyond it are dropped.
+  void set_limit(std::size_t plans) {
+    {
+      std::lock_guard<std::mutex> lock(m_mutex);
+      m_limit = plans;
+      while (m_entries.size() > m_limit) evict_last();
+    }
+    collect();
+  }
 
 #if defined(KOKKOS_ENABLE_CUDA)
-  /// The plan of `key` for the capture `capture` of `stream`: the one this capture took before,
-  /// or the eager plan of `key`, taken out of the eager ones and handed to the capture's graph.
-  /// Refuses (std::invalid_argument naming `function`) where there is neither: a plan cannot be
-  /// made during a capture (it allocates).
+  /// The plan of `key` for the capture `capture` of `stream`, handed to the capture's graph
+  /// (once per capture): the cached one, or one a graph holds. Refuses (std::invalid_argument
+  /// naming `function`) where there is none: a plan cannot be made during a capture (it
+  /// allocates).
   template <class Cached>
-  std::shared_ptr<Cached> take_for_capture(const PlanKey& key, cudaStream_t stream,
-                                           const StreamCapture& capture, const char* function) {
+  std::shared_ptr<Cached> for_capture(const PlanKey& key, cudaStream_t stream,
+                                      const StreamCapture& capture, const char* function) {
     std::lock_guard<std::mutex> lock(m_mutex);
-    for (const Captured& c : m_captured)
-      if (c.capture == capture.id && c.key == key && !c.released->load())
-        return std::static_pointer_cast<Cached>(c.plan);
-    std::size_t i = 0;
-    while (i < m_entries.size() && !(m_entries[i].first == key)) ++i;
-    if (i == m_entries.size())
+    std::shared_ptr<CachedPlanBase> plan;
+    for (std::size_t i = 0; i < m_entries.size() && !plan; ++i) {
+      if (m_entries[i].first == key) {
+        std::rotate(m_entries.begin(), m_entries.begin() + i, m_entries.begin() + i + 1);
+        plan = m_entries.front().second;
+      }
+    }
+    for (std::size_t i = 0; i < m_captured.size() && !plan; ++i)
+      if (m_captured[i].key == key && !m_captured[i].released->load()) plan = m_captured[i].plan;
+    if (!plan)
       refuse(function,
-             "no plan is cached for these arguments on this stream, and none can be made while "
-             "the stream is being captured into a CUDA graph (it allocates): each graph takes a "
-             "plan of its own, made by a call outside the capture; make one call with these "
-             "arguments on this stream before each capture");
+             "no plan is cached for these arguments, and none can be made while the stream is "
+             "being captured into a CUDA graph (it allocates): make one call with these "
+             "arguments on this device (on any stream) before the capture");
+    for (const Captured& c : m_captured)
+      if (c.capture == capture.id && c.plan == plan) return std::static_pointer_cast<Cached>(plan);
     if (capture.graph == nullptr)
       refuse(function,
              "the stream's capture into a CUDA graph was invalidated, or its state cannot be "
              "queried");
-    // The graph's reference: its release only sets the flag; the cache frees the plan later.
-    std::shared_ptr<std::atomic<bool>> released = hand_to_graph(capture.graph, function);
-    Captured c{capture.id, key, std::move(m_entries[i].second), released};
-    c.plan->captured = true;
-    m_entries.erase(m_entries.begin() + std::ptrdiff_t(i));
-    m_captured.push_back(c);
-    note_pending();
-    m_captures.add(stream, capture.id, c.plan->device);
-    return std::static_pointer_cast<Cached>(c.plan);
+    // The graph's reference: its release only sets the flag; the cache drops the plan later.
+    m_captured.push_back({capture.id, key, plan, hand_to_graph(capture.graph, function)});
+    note_pending(m_collect);
+    m_captures.add(stream, capture.id, plan->device);
+    return std::static_pointer_cast<Cached>(plan);
   }
 
   /// A call outside any capture on `stream`: a capture the cache knew on it has ended, and is
@@ -234,8 +252,6 @@ class PlanCache {
     m_captures.forget(stream);
   }
 #endif
-
-  static constexpr std::size_t capacity = 32;  // eager plans
 
  private:
   std::shared_ptr<CachedPlanBase> find(const PlanKey& key) {
@@ -249,13 +265,23 @@ class PlanCache {
     return nullptr;
   }
 
-  /// Under the lock, after a change: whether collect() may have work.
-  void note_pending() {
-    m_pending.store(!m_doomed.empty() || !m_captured.empty(), std::memory_order_release);
+  /// Under the lock, after a change: whether m_doomed has entries (`collect`), and so whether
+  /// collect() may have work.
+  void note_pending(bool collect) {
+    m_collect = collect;
+    m_pending.store(collect || !m_captured.empty(), std::memory_order_release);
   }
 
-  /// Under the lock: a new eager plan, first in line; the least recently used one goes (to be
-  /// destroyed by collect) when the cache is full.
+  /// Under the lock: the least recently used plan goes, destroyed by collect().
+  void evict_last() {
+    m_doomed.push_back(
+        std::make_unique<DeferredOwner<CachedPlanBase>>(std::move(m_entries.back().second)));
+    m_entries.pop_back();
+    note_pending(true);
+  }
+
+  /// Under the lock: a new plan, first in line; the least recently used one goes when the cache
+  /// is full.
   void insert(const PlanKey& key, std::shared_ptr<CachedPlanBase> made) {
     if (!m_hook_registered) {
       // Once per Kokkos initialisation: the hook runs at the start of Kokkos::finalize and is
@@ -263,13 +289,7 @@ class PlanCache {
       Kokkos::push_finalize_hook([] { PlanCache::instance().release(true); });
       m_hook_registered = true;
     }
-    if (m_entries.size() >= capacity) {
-      m_doomed.push_back(
-          std::make_unique<DeferredOwner<CachedPlanBase>>(std::move(m_entries.back().second)));
-      m_entries.pop_back();
-      m_collect = true;
-      note_pending();
-    }
+    while (m_entries.size() >= m_limit) evict_last();
     if (made->device >= 0 && made->device < 64) m_devices |= std::uint64_t(1) << made->device;
     m_entries.insert(m_entries.begin(), {key, std::move(made)});
   }
@@ -301,8 +321,7 @@ class PlanCache {
       }
       for (auto& d : m_doomed) gone.push_back(std::move(d));
       m_doomed.clear();
-      m_collect = false;
-      note_pending();
+      note_pending(false);
     }
 #if defined(KOKKOS_ENABLE_CUDA)
     RelaxedCaptureMode relaxed;  // a capture the cache cannot see: freeing is not refused
@@ -327,7 +346,7 @@ class PlanCache {
 
   /// fork(): the cache's lock is held across it (no other thread's half-done change is copied),
   /// and in the child every plan is abandoned (another thread may have held its lock, and a
-  /// device's memory is not the child's).
+  /// device's memory is not the child's) and no device is known.
   static void fork_prepare() { PlanCache::instance().m_mutex.lock(); }
   static void fork_parent() { PlanCache::instance().m_mutex.unlock(); }
   static void fork_child() {
@@ -338,8 +357,9 @@ class PlanCache {
     c.m_entries.clear(), c.m_captured.clear();
     for (auto& d : c.m_doomed) (void)d.release();
     c.m_doomed.clear();
-    c.note_pending();
+    c.note_pending(false);
     c.m_captures.clear();
+    c.m_devices = 0;
     c.m_mutex.unlock();
   }
 
@@ -348,9 +368,10 @@ class PlanCache {
   std::vector<Captured> m_captured;
   std::vector<std::unique_ptr<Deferred>> m_doomed;  // released, destroyed by collect()
   bool m_collect = false;                           // m_doomed has entries
-  std::atomic<bool> m_pending{false};  // plans doomed or captured: collect() has work to check
+  std::atomic<bool> m_pending{false};  // doomed entries or graph references: collect() may work
   KnownCaptures m_captures;            // CUDA: captures plans were handed to
   std::uint64_t m_devices = 0;         // CUDA devices plans were made on
+  std::size_t m_limit = 64;
   bool m_hook_registered = false;
 };
 

@@ -119,8 +119,8 @@ PlanImpl<ExecSpace, XView, WView, BView, YView>::PlanImpl(
     Scalar multiplier, Scalar negative_slope, const Options& options, const char* function)
     : m_shape(check_arguments(X, W, b, Y, multiplier, negative_slope, function)) {
   const LeakyReLUEpilogue<Scalar> ep{multiplier, negative_slope};
+  refuse_if_forked(exec, function);  // before any device call
   ExecDeviceGuard<ExecSpace> device(exec, function);
-  refuse_if_forked_pool(exec, function);
   refuse_if_capturing(exec, function,
                       "a plan cannot be made while its stream is being captured "
                       "into a CUDA graph (it allocates): make it before the capture");
@@ -174,7 +174,7 @@ void PlanImpl<ExecSpace, XView, WView, BView, YView>::execute(const ExecSpace& e
                                                               const char* function) const {
   check_views(X, W, b, Y, m_shape, function);
   if (m_shape.M == 0 || m_shape.N == 0) return;
-  refuse_if_forked_pool(exec, function);
+  refuse_if_forked(exec, function);
   ExecDeviceGuard<ExecSpace> device(exec, function);
   std::visit(
       [&](const auto& e) {

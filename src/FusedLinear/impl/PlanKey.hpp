@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
 /// \file PlanKey.hpp
 /// What a cached plan of the one-shot linear_leaky_relu depends on, as one comparable key:
-/// the plan's type, the instance, the Views' extents, strides and alignments, the parameters
+/// the plan's type, the scope (impl/StreamIdentity.hpp: on CUDA the device, not the stream),
+/// the Views' extents, strides and alignments, the parameters
 /// and the options.
 #ifndef FUSED_LINEAR_IMPL_PLAN_KEY_HPP
 #define FUSED_LINEAR_IMPL_PLAN_KEY_HPP
@@ -20,7 +21,7 @@ namespace Impl {
 /// members, in this order).
 struct PlanKey {
   const std::type_info* type;  // the plan's type: value type, layouts, memory spaces
-  std::uint64_t instance;
+  std::uint64_t scope;
   std::int64_t extents[3];   // M, K, N
   std::int64_t strides[7];   // X, W (2 each), b, Y (2)
   std::uint64_t alignments;  // log2 of min(256, alignment) of X, W, b, Y, 8 bits each
@@ -42,12 +43,12 @@ inline std::uint64_t alignment_log2(const void* p) {
 }
 
 template <class PlanType, class XView, class WView, class BView, class YView, class Scalar>
-PlanKey plan_key(std::uint64_t instance, const XView& X, const WView& W, const BView& b,
+PlanKey plan_key(std::uint64_t scope, const XView& X, const WView& W, const BView& b,
                  const YView& Y, Scalar multiplier, Scalar slope, const Options& options) {
   PlanKey k;
   std::memset(&k, 0, sizeof k);
   k.type = &typeid(PlanType);
-  k.instance = instance;
+  k.scope = scope;
   k.extents[0] = X.extent(0), k.extents[1] = X.extent(1), k.extents[2] = W.extent(0);
   const std::int64_t strides[7] = {std::int64_t(X.stride(0)), std::int64_t(X.stride(1)),
                                    std::int64_t(W.stride(0)), std::int64_t(W.stride(1)),

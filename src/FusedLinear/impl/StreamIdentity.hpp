@@ -1,9 +1,10 @@
 // SPDX-License-Identifier: Apache-2.0
 /// \file StreamIdentity.hpp
-/// Which instance of an execution space a call runs on, and where that call's work ends: the
-/// plan cache keeps one plan per instance (no workspace used by two streams at once) and frees
-/// a plan only after its last call. The backends' own parts are beside them (Kokkos::Cuda's in
-/// impl/cuda/StreamIdentity.hpp: overloads and a specialisation, taken over these templates).
+/// Which plans calls on different instances may share, and where a plan's last use ends: the
+/// plan cache orders every use of a plan after the one before (no workspace used by two
+/// streams at once) and frees a plan only after its last use. The backends' own parts are beside
+/// them (Kokkos::Cuda's in impl/cuda/StreamIdentity.hpp: overloads and a specialisation, taken over
+/// these templates).
 #ifndef FUSED_LINEAR_IMPL_STREAM_IDENTITY_HPP
 #define FUSED_LINEAR_IMPL_STREAM_IDENTITY_HPP
 
@@ -19,15 +20,15 @@
 namespace FusedLinear {
 namespace Impl {
 
-/// Which instance of an execution space, so that calls on different streams get different
-/// plans and no workspace is used by two streams at once. On CUDA the stream's own id (see
-/// impl/cuda/StreamIdentity.hpp). Host backends run each call to completion (the cached plan's
-/// lock serialises them): 0, but HPX, which dispatches asynchronously. Elsewhere the instance
-/// is not known (`std::nullopt`): the one-shot call then waits for its work before returning.
-/// `capturing`: the stream is being captured into a CUDA graph.
+/// Which plans a call may share with calls on other instances: plans are kept per scope, the
+/// instance given at each call. On CUDA the device (impl/cuda/StreamIdentity.hpp): the plan's
+/// completion mark orders a call after the plan's last use on any stream. Host backends run
+/// each call to completion (the cached plan's lock serialises them): 0, but HPX, which
+/// dispatches asynchronously. On HIP the stream's handle (the null and per-thread streams not
+/// told apart). Elsewhere not known (`std::nullopt`): the one-shot call then waits for its work
+/// before returning.
 template <class ExecSpace>
-std::optional<std::uint64_t> instance_identity(const ExecSpace& exec, const char* function,
-                                               bool capturing) {
+std::optional<std::uint64_t> plan_scope(const ExecSpace& exec) {
 #if defined(KOKKOS_ENABLE_HIP)
 #if KOKKOS_VERSION >= 40000
   using Hip = Kokkos::HIP;
@@ -40,7 +41,7 @@ std::optional<std::uint64_t> instance_identity(const ExecSpace& exec, const char
     return std::uint64_t(reinterpret_cast<std::uintptr_t>(stream));
   }
 #endif
-  (void)exec, (void)function, (void)capturing;
+  (void)exec;
 #if defined(KOKKOS_ENABLE_HPX)
   // HPX dispatches asynchronously: its instances' work may overlap, and they are not told apart.
   if constexpr (std::is_same<ExecSpace, Kokkos::Experimental::HPX>::value) return std::nullopt;
@@ -56,10 +57,11 @@ int device_of(const ExecSpace& exec) {
   return -1;
 }
 
-/// Where a cached plan's last call ends, so that the plan's memory is freed only after it: on
-/// CUDA an event recorded after each call (impl/cuda/StreamIdentity.hpp); host backends finish
-/// each call before it returns; other backends wait on the instance. `needed`: the plan holds
-/// memory to free.
+/// Where a cached plan's last use ends: a call orders itself after it (`order_after`) and marks
+/// its own end (`record`), so that calls on different instances never use the plan's memory at
+/// once, and the memory is freed only after its last use. On CUDA an event
+/// (impl/cuda/StreamIdentity.hpp); host backends finish each call before it returns; other
+/// backends' plans are per instance, waited for at release. `needed`: the plan holds memory.
 template <class ExecSpace>
 class CompletionMark {
  public:
@@ -70,8 +72,10 @@ class CompletionMark {
   CompletionMark(const CompletionMark&) = delete;
   CompletionMark& operator=(const CompletionMark&) = delete;
 
-  /// After a call enqueued on `exec`.
-  void record(const ExecSpace& exec) { (void)exec; }
+  /// Before a use enqueued on `exec`; `capturing`: its stream is being captured.
+  void order_after(const ExecSpace& exec, bool capturing) { (void)exec, (void)capturing; }
+  /// After it.
+  void record(const ExecSpace& exec, bool capturing) { (void)exec, (void)capturing; }
   void wait() {
     if (m_exec) m_exec->fence();
   }

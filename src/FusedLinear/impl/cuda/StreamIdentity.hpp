@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 /// \file cuda/StreamIdentity.hpp
-/// Kokkos::Cuda's side of impl/StreamIdentity.hpp: which stream an instance runs on (its id, not
-/// its handle), where a call on it ends (an event), and the device its plans' memory is on.
+/// Kokkos::Cuda's side of impl/StreamIdentity.hpp: which plans its streams share (the device's),
+/// where a plan's last use ends (an event), and the device its plans' memory is on.
 /// Overloads and a specialisation for Kokkos::Cuda, so that the shared header has no CUDA
 /// branch; without CUDA only the device scope of quiet waits is left, which does nothing.
 #ifndef FUSED_LINEAR_IMPL_CUDA_STREAM_IDENTITY_HPP
@@ -21,40 +21,11 @@
 namespace FusedLinear {
 namespace Impl {
 
-/// Kokkos::Cuda's instance_identity (see impl/StreamIdentity.hpp): the stream's own id
-/// (cudaStreamGetId), since the handle cudaStreamPerThread (and the legacy stream under
-/// --default-stream per-thread) names another stream on every thread. While the stream is
-/// being captured (`capturing`), where cudaStreamGetId is not permitted, the id this thread
-/// found for the handle before; a stream this thread never called on outside the capture is
-/// refused.
-inline std::optional<std::uint64_t> instance_identity(const Kokkos::Cuda& exec,
-                                                      const char* function, bool capturing) {
-  // The handles this thread identified last (a handle's id is per thread for
-  // cudaStreamPerThread); a handle reused by a new stream maps to a dead stream's id, which
-  // no live stream has.
-  struct Known {
-    cudaStream_t handle;
-    unsigned long long id;
-  };
-  static thread_local Known known[16] = {};
-  static thread_local unsigned next = 0;
-  const cudaStream_t stream = exec.cuda_stream();
-  unsigned long long id = 0;
-  bool found = false;
-  for (const Known& k : known)
-    if (k.id != 0 && k.handle == stream) id = k.id, found = true;
-  if (!found) {
-    if (capturing)
-      refuse(function,
-             "this thread made no call on this stream before its capture into a CUDA graph "
-             "(a plan cannot be made during one: it allocates): make one call before the "
-             "capture");
-    guarded_cuda_call();
-    cuda_check(cudaStreamGetId(stream, &id), function, "identify the stream");
-    known[next++ % 16] = {stream, id};
-  }
-  // Ids are unique within the process; the device keeps two devices' default streams apart.
-  return std::uint64_t(id) ^ (std::uint64_t(exec.cuda_device()) << 56);
+/// Kokkos::Cuda's plan_scope (see impl/StreamIdentity.hpp): the device. Every stream of it
+/// shares the plans, each use ordered after the one before by the plan's event; so a capture on
+/// a stream the library never saw finds the plan an earlier call made on another stream.
+inline std::optional<std::uint64_t> plan_scope(const Kokkos::Cuda& exec) {
+  return std::uint64_t(exec.cuda_device());
 }
 
 /// The device of a plan's memory made on `exec`.
@@ -63,16 +34,19 @@ inline int device_of(const Kokkos::Cuda& exec) { return exec.cuda_device(); }
 template <class ExecSpace>
 class CompletionMark;
 
-/// On CUDA an event recorded after each call (the caller's stream may be gone when the plan
-/// is freed); none where the plan holds no workspace (`needed` false).
+/// On CUDA an event recorded after each use (the caller's stream may be gone when the plan is
+/// freed); none where the plan holds no workspace (`needed` false). A use under capture waits
+/// for and records the event as external nodes of the graph: every replay orders itself after
+/// the plan's previous use, eager or replayed, and the next use after it, so graphs and eager
+/// calls on any streams share one plan.
 template <>
 class CompletionMark<Kokkos::Cuda> {
  public:
   CompletionMark(const Kokkos::Cuda& exec, bool needed) {
     if (!needed) return;
-    CudaDeviceGuard device(exec.cuda_device(), "FusedLinear::linear_leaky_relu");
-    cuda_check(cudaEventCreateWithFlags(&m_event, cudaEventDisableTiming),
-               "FusedLinear::linear_leaky_relu", "create an event");
+    CudaDeviceGuard device(exec.cuda_device(), function);
+    cuda_check(cudaEventCreateWithFlags(&m_event, cudaEventDisableTiming), function,
+               "create an event");
   }
   ~CompletionMark() {
     if (m_event) cudaEventDestroy(m_event);
@@ -80,14 +54,23 @@ class CompletionMark<Kokkos::Cuda> {
   CompletionMark(const CompletionMark&) = delete;
   CompletionMark& operator=(const CompletionMark&) = delete;
 
-  /// After a call enqueued on `exec`.
-  void record(const Kokkos::Cuda& exec) {
-    if (m_event) {
-      CudaDeviceGuard device(exec.cuda_device(), "FusedLinear::linear_leaky_relu");
-      guarded_cuda_call();
-      cuda_check(cudaEventRecord(m_event, exec.cuda_stream()), "FusedLinear::linear_leaky_relu",
-                 "record an event");
-    }
+  /// Before a use enqueued on `exec` (its device current); `capturing`: its stream is being
+  /// captured.
+  void order_after(const Kokkos::Cuda& exec, bool capturing) {
+    if (!m_event) return;
+    guarded_cuda_call();
+    cuda_check(cudaStreamWaitEvent(exec.cuda_stream(), m_event,
+                                   capturing ? cudaEventWaitExternal : cudaEventWaitDefault),
+               function, "order the call after the plan's last use");
+  }
+  /// After it.
+  void record(const Kokkos::Cuda& exec, bool capturing) {
+    if (!m_event) return;
+    guarded_cuda_call();
+    cuda_check(
+        cudaEventRecordWithFlags(m_event, exec.cuda_stream(),
+                                 capturing ? cudaEventRecordExternal : cudaEventRecordDefault),
+        function, "record the end of the call");
   }
   void wait() {
     if (m_event) {
@@ -97,6 +80,7 @@ class CompletionMark<Kokkos::Cuda> {
   }
 
  private:
+  static constexpr const char* function = "FusedLinear::linear_leaky_relu";
   cudaEvent_t m_event = nullptr;
 };
 
