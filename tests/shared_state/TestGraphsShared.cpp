@@ -398,7 +398,9 @@ TEST(GraphsShared, PerThreadStreamCapturedOnTwoThreads) {
   Graph g[2];
   std::string errors[2];
   std::atomic<int> begun{0}, called{0}, ended{0};
+  const int device = Kokkos::Cuda().cuda_device();
   const auto worker = [&](int t, P& p) {
+    cudaSetDevice(device);  // the thread's context, before Kokkos asks the stream for it
     const Kokkos::Cuda exec(cudaStreamPerThread);
     FusedLinear::linear_leaky_relu(exec, p.X, p.W, p.b, p.Y, 2.f, 0.1f, o);
     exec.fence();
