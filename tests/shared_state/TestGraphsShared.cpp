@@ -397,13 +397,19 @@ TEST(GraphsShared, PerThreadStreamCapturedOnTwoThreads) {
   const Options o = options(Algorithm::FusedSkinny, Precision::Strict, 4);
   Graph g[2];
   std::string errors[2];
-  std::atomic<int> begun{0}, called{0}, ended{0};
+  std::atomic<int> warmed{0}, begun{0}, called{0}, ended{0};
   const int device = Kokkos::Cuda().cuda_device();
   const auto worker = [&](int t, P& p) {
     cudaSetDevice(device);  // the thread's context, before Kokkos asks the stream for it
     const Kokkos::Cuda exec(cudaStreamPerThread);
-    FusedLinear::linear_leaky_relu(exec, p.X, p.W, p.b, p.Y, 2.f, 0.1f, o);
-    exec.fence();
+    try {
+      FusedLinear::linear_leaky_relu(exec, p.X, p.W, p.b, p.Y, 2.f, 0.1f, o);
+      exec.fence();
+    } catch (const std::exception& e) {
+      errors[t] = e.what();
+    }
+    warmed.fetch_add(1);
+    while (warmed.load() < 2) std::this_thread::yield();  // no allocation during a capture
     if (cudaStreamBeginCapture(cudaStreamPerThread, cudaStreamCaptureModeGlobal) != cudaSuccess) {
       errors[t] = "cudaStreamBeginCapture failed";
       begun.fetch_add(1), called.fetch_add(1), ended.fetch_add(1);
