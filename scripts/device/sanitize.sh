@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Runs on the GPU machine: compute-sanitizer's memcheck, synccheck, racecheck and initcheck over
 # the CUDA suite's graph and shared-state tests and over its contract tests, each tool and group
-# under a time limit of its own (racecheck and initcheck take minutes where memcheck takes one).
+# under a time limit of its own (racecheck and initcheck take the longest: more than 140 s over
+# the contract tests on an H100).
 #   scripts/device/sanitize.sh [BINARY]   BINARY: a CUDA build's fused_linear_tests (default
 #                                         $DEVICE_DIR/bin/fused_linear_tests, DEVICE_DIR=.device);
 #                                         device-run.sh's `sanitize` step runs it
@@ -26,8 +27,9 @@
 # SUMMARY; the status is clean, errors (the sanitizer found some), tests-failed (no sanitizer
 # error, a test failed), timeout (stopped at the limit: not checked to the end), no-tests (the
 # filter matched nothing) or failed (the sanitizer did not run to its summary).
-# Exit status: 1 where a run found errors, failed tests or failed; otherwise 124 where a run hit
-# its limit or matched no tests; 0 when every run was clean.
+# Exit status: 1 where a run found errors, failed tests or failed, or printed reports before it
+# was stopped; otherwise 124 where a run hit its limit or matched no tests; 0 when every run was
+# clean.
 set -uo pipefail
 set -f  # the filters' asterisks are gtest's, not the shell's
 binary="${1:+$(readlink -m "$1")}"  # from the caller's folder
