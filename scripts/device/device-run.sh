@@ -16,8 +16,10 @@
 #     mpi                    examples/mpi_sharded: the example, then its benchmark, 2 ranks
 #                            sharing the one GPU (correctness), with the Open MPI runtime bundled in .device/mpi
 #                            (scripts/device/bundle_openmpi.sh)
-#     sanitize               compute-sanitizer memcheck, racecheck, initcheck and synccheck over
-#                            the test suite
+#     sanitize               compute-sanitizer memcheck, synccheck, racecheck and initcheck over
+#                            the graph, shared-state and contract tests, each tool and group under
+#                            a time limit of its own (scripts/device/sanitize.sh: its
+#                            SANITIZE_* environment; the limits add up past one lease's command)
 #     sass                   instruction mix of the FusedLinear kernels
 # Extra perf arguments: PERF_ARGS="--reps 50"; extra compare.py arguments: COMPARE_ARGS="--tf32";
 # STEP_TIMEOUT=S stops any step after S seconds (device time is scarce); PACK=1 leaves one archive,
@@ -104,28 +106,8 @@ while [ $# -gt 0 ]; do
       FUSED_LINEAR_TEST_HUGE=1 step huge "$DEVICE_DIR"/bin/fused_linear_tests --gtest_filter='HugeIndices*' ;;
     sanitize)
       shift
-      # Every kernel at shapes that are and are not tile multiples; the randomised test is left
-      # to the plain run (under the tools it would take minutes), the huge ones too, and the
-      # host execution spaces' suite (no GPU memory to check there).
-      export SANITIZE_FILTER="${SANITIZE_FILTER:--*Randomized*:*HugeIndices*:OtherSpace/*}"
-      TAIL=40 step sanitize bash -c '
-        rc=0
-        for tool in memcheck racecheck initcheck synccheck; do
-          echo "--- compute-sanitizer --tool $tool"
-          compute-sanitizer --tool "$tool" --error-exitcode 99 --print-limit 20 \
-            "$DEVICE_DIR"/bin/fused_linear_tests --gtest_filter="$SANITIZE_FILTER" --gtest_brief=1 \
-            2>&1 | grep -vE "^\[ *(RUN|OK) *\]" | tail -n 25
-          st=${PIPESTATUS[0]}; echo "--- $tool exit $st"; [ "$st" -eq 0 ] || rc=1
-        done
-        # The other test programs (initialise/finalise cycles) whole, with the leak check.
-        for t in "$DEVICE_DIR"/bin/fused_linear_tests_*; do
-          [ -x "$t" ] || continue
-          echo "--- compute-sanitizer --tool memcheck --leak-check full $(basename "$t")"
-          compute-sanitizer --tool memcheck --leak-check full --error-exitcode 99 \
-            --print-limit 20 "$t" 2>&1 | tail -n 15
-          st=${PIPESTATUS[0]}; echo "--- exit $st"; [ "$st" -eq 0 ] || rc=1
-        done
-        exit $rc' ;;
+      TAIL=40 OUT="$out" step sanitize \
+        bash scripts/device/sanitize.sh "$DEVICE_DIR"/bin/fused_linear_tests ;;
     sass)
       shift
       # Instruction mix of each FusedLinear kernel in the perf binary (wide loads, FFMA density).

@@ -2,7 +2,12 @@
 // State the library shares where a user believes nothing is shared, on the host:
 //   SharedState.ForkedChildNeverHangs        a child forked after a call on the host thread
 //                                            pool computes or refuses clearly, never hangs;
-//                                            Kokkos::Serial computes in it
+//                                            Kokkos::Serial computes in it (the child frees no
+//                                            managed View: its Views are unmanaged)
+//   SharedState.ForkedChildRefusesTheDevice  CUDA builds: a child forked after a call on the
+//                                            device is refused by name (the one-shot call and
+//                                            Plan's constructor) on the parent's device memory;
+//                                            a child that only exits ends with 0
 //   SharedState.ForkRegistryOrder            the one fork registration runs prepare actions in
 //                                            slot order, parent and child ones in reverse,
 //                                            whatever order the pieces registered in
@@ -87,23 +92,35 @@ std::string run_in_child(unsigned seconds, const std::function<int()>& child, in
 using HostMatrix = Kokkos::View<float**, Kokkos::LayoutRight, Kokkos::HostSpace>;
 using HostVector = Kokkos::View<float*, Kokkos::LayoutRight, Kokkos::HostSpace>;
 
-/// Inputs filled on the host (no kernel: a forked child may not run one on the thread pool).
+/// A layer's inputs and output filled on the host (no kernel: a forked child may not run one on
+/// the thread pool), in storage of its own under unmanaged Views: a child must not free a
+/// managed View either, since Kokkos fences every backend then, the device's included, which
+/// fails after fork() (and a throw from a View's destructor ends the process).
 struct HostLayer {
-  HostMatrix X, W, Y;
-  HostVector b;
+  using Matrix = Kokkos::View<float**, Kokkos::LayoutRight, Kokkos::HostSpace,
+                              Kokkos::MemoryTraits<Kokkos::Unmanaged>>;
+  using Vector = Kokkos::View<float*, Kokkos::LayoutRight, Kokkos::HostSpace,
+                              Kokkos::MemoryTraits<Kokkos::Unmanaged>>;
+  std::vector<float> x, w, y, bias;  // declared before the Views, which point into them
+  Matrix X, W, Y;
+  Vector b;
   HostLayer(int M, int K, int N)
-      : X(Kokkos::view_alloc(Kokkos::WithoutInitializing, "X"), M, K),
-        W(Kokkos::view_alloc(Kokkos::WithoutInitializing, "W"), N, K),
-        Y(Kokkos::view_alloc(Kokkos::WithoutInitializing, "Y"), M, N),
-        b(Kokkos::view_alloc(Kokkos::WithoutInitializing, "b"), N) {
+      : x(std::size_t(M) * K),
+        w(std::size_t(N) * K),
+        y(std::size_t(M) * N, std::nanf("")),
+        bias(std::size_t(N)),
+        X(x.data(), M, K),
+        W(w.data(), N, K),
+        Y(y.data(), M, N),
+        b(bias.data(), N) {
     for (int i = 0; i < M; ++i)
       for (int k = 0; k < K; ++k) X(i, k) = float((i * 7 + k * 3) % 11) / 8 - 0.6f;
     for (int j = 0; j < N; ++j)
       for (int k = 0; k < K; ++k) W(j, k) = float((j * 5 + k) % 13) / 16 - 0.4f;
     for (int j = 0; j < N; ++j) b(j) = float(j % 5) / 4 - 0.5f;
-    for (int i = 0; i < M; ++i)
-      for (int j = 0; j < N; ++j) Y(i, j) = std::nanf("");
   }
+  HostLayer(const HostLayer&) = delete;  // a copy's Views would point into this one's storage
+  HostLayer& operator=(const HostLayer&) = delete;
   /// Largest relative error of Y against a float64 loop (LeakyReLU(2 (X W^T + b), 0.1)).
   double error() const {
     double worst = 0;
@@ -119,6 +136,21 @@ struct HostLayer {
     return worst;
   }
 };
+
+/// How `call` ended, as a forked child reports it: 0 refused by name (std::runtime_error whose
+/// message starts with `function` + ": " and mentions fork), 1 it returned, 2 a runtime_error
+/// with another message, 3 another exception.
+int refusal(const std::function<void()>& call, const std::string& function) {
+  try {
+    call();
+    return 1;
+  } catch (const std::runtime_error& e) {
+    const std::string what = e.what();
+    return what.rfind(function + ": ", 0) == 0 && what.find("fork") != std::string::npos ? 0 : 2;
+  } catch (...) {
+    return 3;
+  }
+}
 
 // Guards against a forked child hanging in its first call: GNU OpenMP's pool does not survive
 // fork() and Kokkos opens every parallel region with its whole pool. After the parent computed
@@ -140,19 +172,14 @@ TEST(SharedState, ForkedChildNeverHangs) {
   const std::string how = run_in_child(
       30,
       [&] {
-        int rc = 3;
-        try {
-          HostLayer again(37, 64, 29);
-          FusedLinear::linear_leaky_relu(Kokkos::OpenMP(), again.X, again.W, again.b, again.Y, 2.f,
-                                         0.1f);
-          rc = again.error() < 1e-5 ? 0 : 2;
-        } catch (const std::runtime_error& e) {
-          const std::string what = e.what();
-          rc = what.rfind("FusedLinear::linear_leaky_relu: ", 0) == 0 &&
-                       what.find("fork") != std::string::npos
-                   ? 1
-                   : 3;
-        }
+        HostLayer again(37, 64, 29);
+        const int how_refused = refusal(
+            [&] {
+              FusedLinear::linear_leaky_relu(Kokkos::OpenMP(), again.X, again.W, again.b, again.Y,
+                                             2.f, 0.1f);
+            },
+            "FusedLinear::linear_leaky_relu");
+        int rc = how_refused == 0 ? 1 : how_refused == 1 ? (again.error() < 1e-5 ? 0 : 2) : 3;
 #if defined(KOKKOS_ENABLE_SERIAL)
         HostLayer serial(37, 64, 29);
         FusedLinear::linear_leaky_relu(Kokkos::Serial(), serial.X, serial.W, serial.b, serial.Y,
@@ -163,9 +190,64 @@ TEST(SharedState, ForkedChildNeverHangs) {
       },
       code);
   ASSERT_EQ(how, "");
-  EXPECT_TRUE(code == 0 || code == 1)
-      << "child exit code " << code << " (2: wrong result on OpenMP, 3: another exception, +10: "
-      << "Serial did not compute right)";
+  EXPECT_TRUE(code == 0 || code == 1) << "child exit code " << code
+                                      << " (2: wrong result on OpenMP, 3: another exception or "
+                                         "message, +10: Serial did not compute right)";
+#endif
+}
+
+// Guards against a device call in a child forked after Kokkos started aborting the child (the
+// parent's CUDA context does not survive fork(), and Kokkos' failing check aborts): the one-shot
+// call and Plan's constructor throw std::runtime_error naming themselves before any CUDA call,
+// here on the parent's device memory (with a plan for it in the parent's cache). The child
+// makes unmanaged Views over the parent's pointers and frees nothing: freeing device memory
+// would enter CUDA. And a child that only exits after the parent used the device ends with 0.
+TEST(SharedState, ForkedChildRefusesTheDevice) {
+#if !defined(FUSED_LINEAR_TEST_HAS_FORK) || !defined(KOKKOS_ENABLE_CUDA)
+  GTEST_SKIP() << "needs fork() and a CUDA build";
+#else
+  using Matrix = Kokkos::View<float**, Kokkos::LayoutRight, Kokkos::CudaSpace>;
+  using Vector = Kokkos::View<float*, Kokkos::LayoutRight, Kokkos::CudaSpace>;
+  using UnmanagedMatrix = Kokkos::View<float**, Kokkos::LayoutRight, Kokkos::CudaSpace,
+                                       Kokkos::MemoryTraits<Kokkos::Unmanaged>>;
+  using UnmanagedVector = Kokkos::View<float*, Kokkos::LayoutRight, Kokkos::CudaSpace,
+                                       Kokkos::MemoryTraits<Kokkos::Unmanaged>>;
+  static constexpr int M = 37, K = 64, N = 29;  // static: the child lambda captures nothing
+  // The parent's Views stay alive (and untouched) in the child: it never frees them.
+  const Matrix X0("X", M, K), W0("W", N, K), Y0("Y", M, N);
+  const Vector b0("b", N);
+  Kokkos::deep_copy(X0, 0.5f), Kokkos::deep_copy(W0, 0.25f), Kokkos::deep_copy(b0, -1.f);
+  FusedLinear::linear_leaky_relu(Kokkos::Cuda(), X0, W0, b0, Y0, 2.f, 0.1f);
+  Kokkos::fence();
+
+  int code = -1;
+  std::string how = run_in_child(
+      30, [] { return 0; }, code);
+  ASSERT_EQ(how, "") << "a child that only exits";
+  EXPECT_EQ(code, 0) << "a child that only exits";
+
+  // Exit code: the one-shot call's refusal() + 10 x the constructor's (0 both refused by name).
+  how = run_in_child(
+      30,
+      [x = X0.data(), w = W0.data(), bias = b0.data(), y = Y0.data()] {
+        const UnmanagedMatrix X(x, M, K), W(w, N, K), Y(y, M, N);
+        const UnmanagedVector b(bias, N);
+        const int call =
+            refusal([&] { FusedLinear::linear_leaky_relu(Kokkos::Cuda(), X, W, b, Y, 2.f, 0.1f); },
+                    "FusedLinear::linear_leaky_relu");
+        const int plan = refusal(
+            [&] {
+              FusedLinear::Plan<Kokkos::Cuda, UnmanagedMatrix, UnmanagedMatrix, UnmanagedVector,
+                                UnmanagedMatrix>
+                  p(Kokkos::Cuda(), X, W, b, Y, 2.f, 0.1f);
+            },
+            "FusedLinear::Plan");
+        return call + 10 * plan;
+      },
+      code);
+  ASSERT_EQ(how, "");
+  EXPECT_EQ(code, 0) << "ones: the one-shot call, tens: Plan's constructor; 1 not refused, 2 "
+                        "another runtime_error message, 3 another exception";
 #endif
 }
 
