@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 // The plan's contract under CUDA graphs: every path captured and replayed (or its capture
 // refused, where README allows), the one-shot call's first call under capture refused, a
-// captured one-shot call's plan pinned in the cache. CUDA builds only (skipped elsewhere).
+// captured one-shot call's plan held by its graph. CUDA builds only (skipped elsewhere).
 #include <cstdint>
 #include <limits>
 #include <string>
@@ -91,9 +91,9 @@ TEST(ContractGraph, OneShotFirstCallUnderCaptureRefused) {
 #endif
 }
 
-// The one-shot call captured after a first call outside the capture: the cached plan is pinned,
-// so the graph still replays right after 40 other shapes have gone through the cache (32
-// plans), each replay on a poisoned Y.
+// The one-shot call captured after a first call outside the capture: the graph holds the plan,
+// so it still replays right after more other shapes than the cache keeps have gone through it
+// (the plan dropped from the cache), each replay on a poisoned Y.
 TEST(ContractGraph, OneShotCapturedAfterAFirstCallIsPinned) {
 #if !defined(KOKKOS_ENABLE_CUDA)
   GTEST_SKIP() << "needs a CUDA build (CUDA graphs)";
@@ -121,7 +121,7 @@ TEST(ContractGraph, OneShotCapturedAfterAFirstCallIsPinned) {
   ASSERT_EQ(cudaGraphInstantiate(&replay, graph, 0), cudaSuccess);
   for (int round = 0; round < 2; ++round) {
     if (round == 1) {
-      for (int i = 0; i < 40; ++i) {  // other plans through the cache
+      for (int i = 0; i < int(FusedLinear::cached_plans_limit()) + 8; ++i) {  // other plans
         P q(2, 8 + i, 3, 200 + i);
         FusedLinear::linear_leaky_relu(exec, q.X, q.W, q.b, q.Y, 2.f, 0.1f, o);
       }
