@@ -374,7 +374,7 @@ def test_make_graphed_callables_forward_and_backward(unseen_capture_stream):
         wanted = torch.autograd.grad(model(x_eager), (x_eager,) + params, dy)
         got = (x.grad, model.gemm.weight.grad, model.gemm.bias.grad)
         for name, mine, ref in zip(("x", "weight", "bias"), got, wanted):
-            assert torch.allclose(mine, ref, rtol=1e-5, atol=1e-6), (i, name)
+            assert torch.allclose(mine, ref, rtol=1e-4, atol=1e-5), (i, name)
 
 
 @pytest.mark.skipif(not hasattr(torch, "compile"), reason="torch.compile needs PyTorch 2.0+")
@@ -400,10 +400,10 @@ def test_torch_compile_reduce_overhead_records_again():
 
 def test_model_of_40_layers_captured_whole(unseen_capture_stream):
     # Forty layers of distinct shapes (forty plans, within the cache's 64) warmed up on a side
-    # stream and captured whole, replayed with new inputs, against the model in float64. Each
-    # layer rounds within (K + 3) u of its magnitudes (< 3e-5, K <= 408) and the layers do not
-    # amplify (nn.Linear's initialisation, multiplier 1): 1e-4 normwise, where one wrong layer
-    # is off by O(1).
+    # stream and captured whole, replayed with new inputs, against the model in float64. A
+    # layer's rounding is about sqrt(K) u normwise (< 2e-6, K <= 408) and the layers do not
+    # amplify earlier errors (nn.Linear's initialisation, multiplier 1): 1e-4 normwise keeps a
+    # margin over forty layers, where one wrong layer is off by O(1).
     torch.manual_seed(34)
     widths = [96 + 8 * i for i in range(41)]
     layers = [
