@@ -69,10 +69,10 @@ constexpr const char* finalised_message =
 /// A library-owned stream for a call captured into a CUDA graph on a stream that has no instance
 /// yet (making one allocates, which a capture cannot): the call forks onto the lane (its stream
 /// joins the capture), runs there and joins back. Made ahead, outside any capture.
-/// What a lane costs, read from CudaInternal::initialize (a Kokkos::Cuda(stream)): a device
-/// synchronisation when made, 8 KiB of reduction flags and 64 KiB of reduction scratch, plus in
-/// Kokkos 3.4 a bitset of one bit per resident thread (64 KiB on a 132-SM H100), in Kokkos 4
-/// one int per resident thread (1 MiB there); and a stream and two events.
+/// What a lane costs, read from CudaInternal::initialize (a Kokkos::Cuda(stream)): 8 KiB of
+/// reduction flags and 64 KiB of reduction scratch on the device, plus, in Kokkos 3.4, a bitset
+/// of one bit per resident thread (64 KiB on a 132-SM H100) and a device synchronisation when
+/// made, in Kokkos 4 one int per resident thread (1 MiB there); and a stream and two events.
 struct CaptureLane {
   cudaStream_t stream = nullptr;
   cudaEvent_t fork = nullptr, join = nullptr;
