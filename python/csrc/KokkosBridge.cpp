@@ -1,8 +1,9 @@
 // SPDX-License-Identifier: Apache-2.0
 /// \file KokkosBridge.cpp
 /// The Kokkos side of the PyTorch extension: Kokkos' lifetime in the Python process, one
-/// Kokkos::Cuda instance per CUDA stream, and the library calls on unmanaged Views over the
-/// tensors' storage. Includes no PyTorch header (see KokkosBridge.hpp).
+/// Kokkos::Cuda instance per CUDA stream (and capture lanes for captures on streams without
+/// one), and the library calls on unmanaged Views over the tensors' storage. Includes no PyTorch
+/// header (see KokkosBridge.hpp).
 #include "KokkosBridge.hpp"
 
 #include <algorithm>
@@ -11,6 +12,7 @@
 #include <cstdio>
 #include <cstring>
 #include <deque>
+#include <memory>
 #include <mutex>
 #include <new>
 #include <sstream>
@@ -54,21 +56,49 @@ constexpr const char* finalised_message =
     "Kokkos was finalised (at interpreter exit, or by fused_linear.finalize()); Kokkos cannot "
     "start again in a process";
 
+/// A child forked after Kokkos started has the parent's CUDA context, unusable there: refused
+/// by name before any CUDA call (one would fail, or abort in Kokkos).
+[[noreturn]] void refuse_cuda_in_forked_child() {
+  throw std::runtime_error(std::string(prefix) +
+                           "CUDA tensors cannot be used in this process: it was forked after "
+                           "Kokkos initialised CUDA, whose context does not survive fork(); "
+                           "compute on CPU tensors in the child, or start processes with spawn");
+}
+
 #if defined(KOKKOS_ENABLE_CUDA)
+/// A library-owned stream for a call captured into a CUDA graph on a stream that has no instance
+/// yet (making one allocates, which a capture cannot): the call forks onto the lane (its stream
+/// joins the capture), runs there and joins back. Made ahead, outside any capture.
+/// What a lane costs, read from CudaInternal::initialize (a Kokkos::Cuda(stream)): 8 KiB of
+/// reduction flags and 64 KiB of reduction scratch on the device, plus, in Kokkos 3.4, a bitset
+/// of one bit per resident thread (64 KiB on a 132-SM H100) and a device synchronisation when
+/// made, in Kokkos 4 one int per resident thread (1 MiB there); and a stream and two events.
+struct CaptureLane {
+  cudaStream_t stream = nullptr;
+  cudaEvent_t fork = nullptr, join = nullptr;
+  std::unique_ptr<Kokkos::Cuda> instance;
+  bool leased = false;  // a call is on it now
+};
+
 /// Kokkos 3.4 makes a Kokkos::Cuda(stream) expensively (it allocates the instance's scratch and
 /// flags), so each stream gets one instance, kept until finalize(). Kokkos 3.4 drives one device,
 /// so the stream alone is the key. Heap-allocated and never destroyed: at static destruction the
 /// CUDA runtime may be gone; finalize() empties it while Kokkos is alive.
 struct CudaInstances {
   static constexpr std::size_t limit = 128;  // torch's stream pools hold 32 per priority per device
+  static constexpr std::size_t lane_count = 4;  // captures in progress at once on unseen streams
   std::mutex mutex;
   std::unordered_map<void*, Kokkos::Cuda> by_stream;
   std::deque<void*> order;  // insertion order: the oldest is dropped past `limit`
+  std::vector<CaptureLane> lanes;
+  bool lanes_made = false;  // tried once, at the first call outside a capture
 };
-CudaInstances& cuda_instances() {
+/// Replaced in a forked child (the parent's instances, on the parent's device, are abandoned).
+CudaInstances*& cuda_instances_slot() {
   static CudaInstances* instances = new CudaInstances;
-  return *instances;
+  return instances;
 }
+CudaInstances& cuda_instances() { return *cuda_instances_slot(); }
 #endif
 
 /// One call inside the library: counted while it lasts, refused once finalize() has begun.
@@ -161,37 +191,169 @@ std::vector<std::string> split_words(const char* text) {
 #if defined(KOKKOS_ENABLE_CUDA)
 int g_cuda_device = -1;  // Kokkos' device, read once at initialisation
 
-Kokkos::Cuda cuda_instance(void* stream) {
-  CudaInstances& c = cuda_instances();
-  std::lock_guard<std::mutex> lock(c.mutex);
-  auto found = c.by_stream.find(stream);
-  if (found != c.by_stream.end()) return found->second;  // a copy: a reference count
-  if (c.by_stream.size() >= CudaInstances::limit) {
-    // Plans made on the dropped instance keep their own copy of it: nothing dangles.
-    c.by_stream.erase(c.order.front());
-    c.order.pop_front();
-  }
-  // A new instance allocates (its scratch), which a stream being captured into a CUDA graph
-  // cannot have: refuse rather than invalidate the capture.
-  cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
-  if (cudaStreamIsCapturing(static_cast<cudaStream_t>(stream), &capture) != cudaSuccess ||
-      capture != cudaStreamCaptureStatusNone) {
+void cuda_check(cudaError_t e, const char* what) {
+  if (e != cudaSuccess) {
     (void)cudaGetLastError();
-    throw std::invalid_argument(
-        std::string(prefix) +
-        "the first call on a stream cannot be captured into a CUDA graph "
-        "(Kokkos makes an instance for the stream, which allocates): call the op once on this "
-        "stream, with these shapes, before the capture");
+    throw std::runtime_error(std::string(prefix) + "cannot " + what + " (" + cudaGetErrorString(e) +
+                             ")");
   }
-  // Torch's default stream is the legacy NULL stream, Kokkos 3.4's default instance's too:
-  // that one is Kokkos' own instance rather than a second one on the same stream.
-  const Kokkos::Cuda default_instance;
-  const bool is_default = stream == static_cast<void*>(default_instance.cuda_stream());
-  auto made = c.by_stream.emplace(
-      stream, is_default ? default_instance : Kokkos::Cuda(static_cast<cudaStream_t>(stream)));
-  c.order.push_back(stream);
-  return made.first->second;
 }
+
+/// Under the instances' lock, outside any capture: the capture lanes, on Kokkos' device.
+void make_lanes(CudaInstances& c) {
+  c.lanes_made = true;  // once: a failure is reported by this call, not by every later one
+  const FusedLinear::Impl::CudaDeviceGuard device(g_cuda_device, "fused_linear");
+  c.lanes.reserve(CudaInstances::lane_count);
+  for (std::size_t i = 0; i < CudaInstances::lane_count; ++i) {
+    CaptureLane lane;
+    cuda_check(cudaStreamCreateWithFlags(&lane.stream, cudaStreamNonBlocking),
+               "create a capture lane's stream");
+    cudaError_t e = cudaEventCreateWithFlags(&lane.fork, cudaEventDisableTiming);
+    if (e == cudaSuccess) e = cudaEventCreateWithFlags(&lane.join, cudaEventDisableTiming);
+    if (e == cudaSuccess) {
+      try {
+        lane.instance = std::make_unique<Kokkos::Cuda>(lane.stream);
+      } catch (...) {
+        e = cudaErrorMemoryAllocation;
+      }
+    }
+    if (e != cudaSuccess) {
+      if (lane.join) cudaEventDestroy(lane.join);
+      if (lane.fork) cudaEventDestroy(lane.fork);
+      cudaStreamDestroy(lane.stream);
+      cuda_check(e, "make a capture lane");
+    }
+    c.lanes.push_back(std::move(lane));
+  }
+}
+
+/// Destroys the lanes' instances, then their streams and events (finalize(), Kokkos alive).
+void destroy_lanes(CudaInstances& c) {
+  for (CaptureLane& lane : c.lanes) lane.instance.reset();
+  for (CaptureLane& lane : c.lanes) {
+    cudaEventDestroy(lane.join);
+    cudaEventDestroy(lane.fork);
+    cudaStreamDestroy(lane.stream);
+  }
+  (void)cudaGetLastError();
+  c.lanes.clear();
+  c.lanes_made = false;
+}
+
+/// The instance a call on `stream` runs on: the stream's own (made at its first call outside a
+/// capture), or, for a stream being captured that has none, a capture lane forked from it for
+/// the call (joined back by finish() or the destructor).
+class CudaCall {
+ public:
+  explicit CudaCall(void* stream) : m_stream(static_cast<cudaStream_t>(stream)) {
+    std::unique_ptr<Kokkos::Cuda> evicted;
+    {
+      CudaInstances& c = cuda_instances();
+      std::lock_guard<std::mutex> lock(c.mutex);
+      auto found = c.by_stream.find(stream);
+      if (found != c.by_stream.end()) {
+        m_instance = found->second;  // a copy: a reference count
+        return;
+      }
+      const FusedLinear::Impl::StreamCapture capture = FusedLinear::Impl::stream_capture(m_stream);
+      if (capture.capturing) {
+        lease_lane(c, capture);
+        return;
+      }
+      if (!c.lanes_made) make_lanes(c);
+      if (c.by_stream.size() >= CudaInstances::limit) {
+        auto oldest = c.by_stream.find(c.order.front());
+        evicted = std::make_unique<Kokkos::Cuda>(oldest->second);
+        c.by_stream.erase(oldest);
+        c.order.pop_front();
+      }
+      // Torch's default stream is the legacy NULL stream, Kokkos 3.4's default instance's too:
+      // that one is Kokkos' own instance rather than a second one on the same stream.
+      const Kokkos::Cuda default_instance;
+      const bool is_default = stream == static_cast<void*>(default_instance.cuda_stream());
+      auto made =
+          c.by_stream.emplace(stream, is_default ? default_instance : Kokkos::Cuda(m_stream));
+      c.order.push_back(stream);
+      m_instance = made.first->second;
+    }
+    // Destroying an instance frees device memory, which would break a capture in progress on
+    // another thread: the plan cache destroys it once its work is done and no capture is known.
+    // Plans made on it keep their own copy of it: nothing dangles.
+    if (evicted) {
+      const Kokkos::Cuda exec = *evicted;
+      FusedLinear::Impl::PlanCache::instance().destroy_when_safe(std::move(evicted), exec);
+    }
+  }
+  ~CudaCall() {
+    try {
+      finish();
+    } catch (...) {  // the capture reports it: cudaStreamEndCapture fails on an unjoined lane
+    }
+  }
+  CudaCall(const CudaCall&) = delete;
+  CudaCall& operator=(const CudaCall&) = delete;
+
+  const Kokkos::Cuda& exec() const { return m_instance; }
+
+  /// Joins the lane's work back into the caller's stream and hands the lane back.
+  void finish() {
+    if (!m_lane) return;
+    CaptureLane* lane = m_lane;
+    m_lane = nullptr;
+    cudaError_t e = cudaEventRecord(lane->join, lane->stream);
+    if (e == cudaSuccess) e = cudaStreamWaitEvent(m_stream, lane->join, 0);
+    {
+      std::lock_guard<std::mutex> lock(cuda_instances().mutex);
+      lane->leased = false;
+    }
+    cuda_check(e, "join the capture lane's work back into the captured stream");
+  }
+
+ private:
+  /// Under the instances' lock: a lane in this capture already, or one in none, forked from
+  /// the caller's stream; refused when every lane is busy with other captures.
+  void lease_lane(CudaInstances& c, const FusedLinear::Impl::StreamCapture& capture) {
+    if (!c.lanes_made)
+      throw std::invalid_argument(
+          std::string(prefix) +
+          "the first CUDA call cannot be captured into a CUDA graph (it makes the plans and "
+          "streams the calls use, which allocates): call the op once with these shapes before "
+          "the capture");
+    CaptureLane* free_lane = nullptr;
+    for (CaptureLane& lane : c.lanes) {
+      if (lane.leased) continue;
+      const FusedLinear::Impl::StreamCapture now = FusedLinear::Impl::stream_capture(lane.stream);
+      if (now.capturing && now.id == capture.id && capture.id != 0) {
+        m_lane = &lane;
+        break;
+      }
+      if (!now.capturing && !free_lane) free_lane = &lane;
+    }
+    if (!m_lane) m_lane = free_lane;
+    if (!m_lane)
+      throw std::invalid_argument(
+          std::string(prefix) +
+          "too many concurrent captures into CUDA graphs on streams the "
+          "op was never called on outside a capture: its " +
+          std::to_string(c.lanes.size()) +
+          " capture lanes are all in use by other captures (none can be made during a "
+          "capture: it allocates); call the op once on the capturing stream before its capture, "
+          "or capture fewer graphs at once");
+    // The lane's stream joins the capture: it waits for the work captured so far.
+    cudaError_t e = cudaEventRecord(m_lane->fork, m_stream);
+    if (e == cudaSuccess) e = cudaStreamWaitEvent(m_lane->stream, m_lane->fork, 0);
+    if (e != cudaSuccess) {
+      m_lane = nullptr;
+      cuda_check(e, "fork the captured stream onto a capture lane");
+    }
+    m_lane->leased = true;
+    m_instance = *m_lane->instance;
+  }
+
+  cudaStream_t m_stream;
+  Kokkos::Cuda m_instance;
+  CaptureLane* m_lane = nullptr;
+};
 #endif
 
 FusedLinear::Options options_of(const Call& c) {
@@ -238,7 +400,10 @@ void dispatch(const Call& c, F&& f) {
           " here (the device of the first CUDA call); got tensors "
           "on cuda:" +
           std::to_string(c.device));
-    typed(cuda_instance(c.stream), Kokkos::CudaSpace());
+    if (FusedLinear::Impl::forked_after_initialize().load()) refuse_cuda_in_forked_child();
+    CudaCall call(c.stream);
+    typed(call.exec(), Kokkos::CudaSpace());
+    call.finish();
 #else
     throw std::invalid_argument(std::string(prefix) +
                                 "this build's Kokkos has no CUDA backend (CPU tensors only)");
@@ -308,6 +473,11 @@ void forked_child() {
   g_calls.store(0);
   new (&g_host_mutex) std::mutex;
   new (&g_life_mutex) std::mutex;
+#if defined(KOKKOS_ENABLE_CUDA)
+  // The parent's instances and lanes live on its device: abandoned, never destroyed; their
+  // lock, which a parent thread may have held, goes with them.
+  cuda_instances_slot() = new CudaInstances;
+#endif
 }
 
 struct ForkHandler {
@@ -391,6 +561,10 @@ void ensure_initialized(int host_threads, int cuda_device, const char* extra_arg
 
 bool ready() { return g_ready.load(std::memory_order_acquire); }
 
+void check_cuda_usable() {
+  if (FusedLinear::Impl::forked_after_initialize().load()) refuse_cuda_in_forked_child();
+}
+
 void finalize() {
   std::lock_guard<std::mutex> lock(g_life_mutex);
   if (!g_ready.load(std::memory_order_acquire)) return;
@@ -418,6 +592,7 @@ void finalize() {
     for (auto& entry : c.by_stream) entry.second.fence();
     c.by_stream.clear();
     c.order.clear();
+    destroy_lanes(c);
   }
 #endif
   g_ready.store(false, std::memory_order_release);
@@ -524,6 +699,7 @@ Status status() {
     CudaInstances& c = cuda_instances();
     std::lock_guard<std::mutex> lock(c.mutex);
     s.cached_cuda_instances = static_cast<int>(c.by_stream.size());
+    s.cuda_capture_lanes = static_cast<int>(c.lanes.size());
 #endif
   }
   return s;

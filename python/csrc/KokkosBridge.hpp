@@ -42,6 +42,9 @@ struct Call {
 void ensure_initialized(int host_threads, int cuda_device, const char* extra_args);
 /// Whether Kokkos is initialised and usable (one atomic load).
 bool ready();
+/// Throws std::runtime_error (naming fork) in a child forked after Kokkos started, whose CUDA
+/// context is the parent's: call it before a CUDA tensor's op makes any CUDA call.
+void check_cuda_usable();
 /// Refuses new calls, waits for those of other threads still inside the library, releases the
 /// cached plans and Kokkos instances, then finalises Kokkos if this extension initialised it
 /// (in a forked child it releases nothing: those are the parent's). Safe to call more than once.
@@ -74,6 +77,11 @@ struct Status {
   int host_threads = 0;           ///< concurrency of the default host execution space
   int cuda_device = -1;           ///< the CUDA device Kokkos runs on
   int cached_cuda_instances = 0;  ///< Kokkos::Cuda instances kept, one per stream
+  int cuda_capture_lanes = 0;     ///< streams of the library's own (each with its instance),
+                                  ///< made at the first CUDA call: a call captured into a CUDA
+                                  ///< graph on a stream with no instance runs on one, forked
+                                  ///< from and joined back into that stream; one per capture
+                                  ///< in progress at once on such streams
   char host_space[32] = {0};      ///< name of the default host execution space
   char kokkos_version[16] = {0};
 };

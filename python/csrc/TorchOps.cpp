@@ -174,6 +174,10 @@ at::Tensor linear_leaky_relu_cuda(const at::Tensor& x, const at::Tensor& weight,
                                   Strings precision, Strings algorithm) {
   check_inputs(x, weight, bias);
   check_extents(x, weight, bias);
+  translating_errors([] {  // in a forked child, before torch's CUDA calls fail unexplained
+    FusedLinearTorch::check_cuda_usable();
+    return 0;
+  });
   const c10::cuda::CUDAGuard guard(x.device());
   ensure_kokkos(x.device().index());
   Prepared p = prepare(x, weight, bias, multiplier, negative_slope, precision, algorithm);
@@ -382,6 +386,7 @@ std::string status() {
   add("host_threads", std::to_string(s.host_threads));
   add("cuda_device", std::to_string(s.cuda_device));
   add("cached_cuda_instances", std::to_string(s.cached_cuda_instances));
+  add("cuda_capture_lanes", std::to_string(s.cuda_capture_lanes));
   add("kokkos_version", s.kokkos_version);
   add("torch_version", std::to_string(TORCH_VERSION_MAJOR) + "." +
                            std::to_string(TORCH_VERSION_MINOR) + "." +

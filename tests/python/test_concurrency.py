@@ -274,3 +274,154 @@ def test_forked_child_exits_through_atexit():
         ),
         **POOL,
     )
+
+
+# ------------------------------------------------------------------ fork after the GPU started
+def _cuda_kernel():
+    import torch
+    import fused_linear
+
+    return torch.cuda.is_available() and bool(fused_linear.status()["cuda_kernel"])
+
+
+needs_cuda = pytest.mark.skipif(
+    not _cuda_kernel(), reason="needs a CUDA device and the CUDA kernel"
+)
+
+# The parent runs the op on CUDA first: Kokkos' CUDA instances, capture lanes and plans exist
+# when it forks, and torch's CUDA context too.
+CUDA_FIRST = """
+xc, wc, bc = x.cuda(), w.cuda(), b.cuda()
+check(fused_linear.linear_leaky_relu(xc, wc, bc, 2.0, 0.1).cpu())
+torch.cuda.synchronize()
+assert fused_linear.status()["cuda_capture_lanes"] > 0, fused_linear.status()
+"""
+
+
+@needs_cuda
+def test_dataloader_workers_forked_after_the_gpu_started():
+    # DataLoader's workers are forked (its default context on Linux, named here) after the parent
+    # computed on the GPU; each item calls the op on CPU tensors. Every batch is right and the
+    # workers exit cleanly (exit code 0).
+    done = run(
+        script(
+            CUDA_FIRST
+            + textwrap.dedent(
+                """
+        class Rows(torch.utils.data.Dataset):
+            def __len__(self):
+                return 24
+            def __getitem__(self, i):
+                return i, fused_linear.linear_leaky_relu(x, w, b, 2.0, 0.1)[i % 48]
+        loader = torch.utils.data.DataLoader(
+            Rows(), batch_size=4, num_workers=2, multiprocessing_context="fork"
+        )
+        it = iter(loader)
+        seen = []
+        for index, rows in it:
+            for i, row in zip(index.tolist(), rows):
+                assert (row.double() - ref[i % 48]).abs().max().item() < 1e-4, i
+            seen += index.tolist()
+        assert sorted(seen) == list(range(24)), seen
+        workers = list(getattr(it, "_workers", []))
+        it._shutdown_workers()
+        assert [p.exitcode for p in workers] == [0] * len(workers), [p.exitcode for p in workers]
+        check(fused_linear.linear_leaky_relu(xc, wc, bc, 2.0, 0.1).cpu())  # the parent goes on
+        print("batches", len(seen) // 4, "workers", len(workers))
+    """
+            )
+        ),
+        **POOL,
+    )
+    assert "batches 6 workers 2" in done.stdout, done.stdout
+
+
+@needs_cuda
+def test_forked_children_after_the_gpu_started():
+    # multiprocessing's fork children of a parent that used the op on CUDA: one computing on CPU
+    # tensors exits 0, one calling it on CUDA tensors gets a RuntimeError naming fork (no
+    # abort) and exits 0, one that only exits exits 0.
+    done = run(
+        script(
+            CUDA_FIRST
+            + textwrap.dedent(
+                """
+        import multiprocessing as mp
+        ctx = mp.get_context("fork")
+        def on_cpu():
+            check(fused_linear.linear_leaky_relu(x, w, b, 2.0, 0.1))
+            check(fused_linear.linear_leaky_relu(x, w, b, 2.0, 0.1))
+        def on_cuda(queue):
+            try:
+                fused_linear.linear_leaky_relu(xc, wc, bc, 2.0, 0.1)
+                queue.put("no error")
+            except Exception as e:
+                queue.put(type(e).__name__ + ": " + str(e))
+        def nothing():
+            pass
+        def start(target, *args):
+            p = ctx.Process(target=target, args=args)
+            p.start()
+            p.join(60)
+            if p.is_alive():
+                p.kill()
+                raise SystemExit(f"{target.__name__}: the forked child hangs (killed after 60 s)")
+            return p.exitcode
+        assert start(on_cpu) == 0
+        queue = ctx.Queue()
+        assert start(on_cuda, queue) == 0
+        message = queue.get(timeout=10)
+        assert message.startswith("RuntimeError: ") and "fork" in message, message
+        assert start(nothing) == 0
+        assert start(on_cpu) == 0
+        check(fused_linear.linear_leaky_relu(xc, wc, bc, 2.0, 0.1).cpu())  # the parent goes on
+        print("child on CUDA:", message)
+    """
+            )
+        ),
+        **POOL,
+    )
+    assert "child on CUDA: RuntimeError" in done.stdout, done.stdout
+
+
+@needs_cuda
+def test_fork_while_a_thread_holds_the_instances_lock():
+    # A thread makes the Kokkos instance of a new stream (Kokkos 3.4 waits for the device there,
+    # busy with a long kernel, holding the bridge's lock of instances) while the main thread
+    # forks: the child's status and CPU calls must not wait for that lock, which no thread of
+    # the child will ever release.
+    done = run(
+        script(
+            CUDA_FIRST
+            + textwrap.dedent(
+                """
+        import multiprocessing as mp
+        busy = torch.cuda.Stream()
+        with torch.cuda.stream(busy):
+            torch.cuda._sleep(int(2e9))  # about a second of GPU time
+        result = {}
+        def on_a_new_stream():
+            with torch.cuda.stream(torch.cuda.Stream(priority=-1)):
+                result["y"] = fused_linear.linear_leaky_relu(xc, wc, bc, 2.0, 0.1).cpu()
+        thread = threading.Thread(target=on_a_new_stream)
+        thread.start()
+        import time
+        time.sleep(0.2)
+        def child():
+            assert fused_linear.status()["cached_cuda_instances"] == 0  # the parent's: abandoned
+            check(fused_linear.linear_leaky_relu(x, w, b, 2.0, 0.1))
+        p = mp.get_context("fork").Process(target=child)
+        p.start()
+        p.join(60)
+        if p.is_alive():
+            p.kill()
+            raise SystemExit("the forked child hangs (killed after 60 s)")
+        thread.join()
+        check(result["y"])
+        print("child exit", p.exitcode)
+    """
+            )
+        ),
+        **POOL,
+    )
+    assert "child exit 0" in done.stdout, done.stdout

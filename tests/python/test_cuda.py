@@ -1,7 +1,12 @@
 # SPDX-License-Identifier: Apache-2.0
 """The operator on CUDA tensors (skipped without a GPU or without the CUDA kernel): values and
-precisions, PyTorch's current stream, CUDA graphs, the device guard, gradients, torch.compile,
-opcheck."""
+precisions, PyTorch's current stream, CUDA graphs (PyTorch's recipes: torch.cuda.graph after a
+side-stream warm-up, make_graphed_callables, torch.compile's reduce-overhead; captures on streams
+the op never saw, from several threads), the device guard, gradients, torch.compile, opcheck."""
+import contextlib
+import gc
+import threading
+
 import pytest
 import torch
 import torch.nn.functional as F
@@ -147,28 +152,58 @@ def test_cuda_graph_after_warm_up_on_the_capture_stream():
     assert_strict(y, new_x, w, b, M_, S_)
 
 
+def _unseen_stream():
+    """A stream the op never ran on outside a capture: high-priority streams come from a pool of
+    their own, which this suite uses for captures only."""
+    return torch.cuda.Stream(priority=-1)
+
+
+@pytest.fixture
+def unseen_capture_stream():
+    """torch.cuda.graph without a stream argument captures on one stream of its own, made once
+    per process: here a stream the op never ran on, as in a fresh process (the recipe's case)."""
+    saved = getattr(torch.cuda.graph, "default_capture_stream", None)
+    torch.cuda.graph.default_capture_stream = _unseen_stream()
+    yield torch.cuda.graph.default_capture_stream
+    torch.cuda.synchronize()
+    torch.cuda.graph.default_capture_stream = saved
+
+
 def test_cuda_graph_capture_without_a_plan_is_refused():
-    # A shape never called on the capture stream: its plan would allocate, which the library
-    # refuses during a capture, by name, before enqueuing anything.
-    s = torch.cuda.Stream()
-    x, w, b = make_inputs(96, 320, 48, device=DEV, seed=15)
-    s.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(s):
+    # A shape never called on any stream of the device: its plan would allocate, which the
+    # library refuses during a capture, by name; the capture itself stays valid (its end
+    # would raise otherwise), on a stream with a Kokkos instance and on one without.
+    x, w, b = make_inputs(97, 331, 49, device=DEV, seed=15)
+    seen = torch.cuda.Stream()
+    seen.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(seen):
         OP(x[:, :100], w[:, :100], b, M_, S_)  # the stream's Kokkos instance, another shape
     torch.cuda.synchronize()
-    graph = torch.cuda.CUDAGraph()
-    with pytest.raises(ValueError, match="CUDA graph"):
-        with torch.cuda.graph(graph, stream=s):
-            OP(x, w, b, M_, S_)
+    for stream in (seen, _unseen_stream()):
+        graph = torch.cuda.CUDAGraph()
+        with pytest.raises(ValueError, match="CUDA graph"):
+            with torch.cuda.graph(graph, stream=stream):
+                OP(x, w, b, M_, S_)
 
 
-def test_cuda_graph_capture_on_a_new_stream_is_refused():
+def test_cuda_graph_capture_on_a_new_stream():
+    # The plan is made by a call on the default stream; the capture runs on a stream the op
+    # never saw (no Kokkos instance for it, none made during the capture: a capture lane).
     x, w, b = make_inputs(32, 64, 16, device=DEV, seed=17)
     OP(x, w, b, M_, S_)
+    torch.cuda.synchronize()
+    assert fused_linear.status()["cuda_capture_lanes"] == 4, fused_linear.status()
+    instances = fused_linear.status()["cached_cuda_instances"]
     graph = torch.cuda.CUDAGraph()
-    with pytest.raises(ValueError, match="CUDA graph"):
-        with torch.cuda.graph(graph, stream=torch.cuda.Stream()):
-            OP(x, w, b, M_, S_)
+    with torch.cuda.graph(graph, stream=_unseen_stream()):
+        y = OP(x, w, b, M_, S_)
+    assert fused_linear.status()["cached_cuda_instances"] == instances  # none made
+    for seed in (18, 19):
+        new_x = make_inputs(32, 64, 16, device=DEV, seed=seed)[0]
+        x.copy_(new_x)
+        graph.replay()
+        torch.cuda.synchronize()
+        assert_strict(y, new_x, w, b, M_, S_)
 
 
 def _bound_on_device(x, w, b, m, s, precision):
@@ -273,6 +308,227 @@ def test_two_graphs_of_one_shape_replayed_at_once(rows, k, n, precision, algorit
     torch.cuda.synchronize()
     bad = [(what, i, r.item()) for what, i, r in ratios if not r.item() <= 1.0]
     assert not bad, f"{len(bad)} of {len(ratios)} outputs beyond the bound: {bad[:6]}"
+
+
+def _side_stream_warm_up(model, *args):
+    """PyTorch's CUDA graph recipe before a capture: three calls on a side stream."""
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        for _ in range(3):
+            model(*args)
+    torch.cuda.current_stream().wait_stream(side)
+
+
+@pytest.mark.parametrize(
+    "rows, k, n, precision, algorithm",
+    [
+        (128, 1024, 512, "strict", "auto"),
+        (1024, 4096, 1024, "3xtf32", "auto"),
+        (17, 4096, 260, "strict", "fused"),  # split-K partial sums in the plan's workspace
+    ],
+    ids=["strict-128x1024x512", "3xtf32-1024x4096x1024", "strict-fused-17x4096x260"],
+)
+def test_torch_cuda_graph_recipe(unseen_capture_stream, rows, k, n, precision, algorithm):
+    # PyTorch's whole-network capture as its CUDA semantics notes write it: warm-up on a side
+    # stream, then `with torch.cuda.graph(g)` (its own capture stream, which the op never saw);
+    # replays with new inputs against float64 (ratios to the precision's bound: <= 1 passes).
+    torch.manual_seed(31)
+    model = fused_linear.FusedLinearLeakyReLU(
+        k, n, M_, S_, precision=precision, algorithm=algorithm
+    ).cuda()
+    w, b = model.gemm.weight.detach(), model.gemm.bias.detach()
+    static_x = torch.rand(rows, k, device=DEV) - 0.25
+    with torch.no_grad():
+        _side_stream_warm_up(model, static_x)
+        g = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(g):
+            static_y = model(static_x)
+        for i in range(3):
+            new_x = torch.rand(rows, k, device=DEV) - 0.25
+            static_x.copy_(new_x)
+            g.replay()
+            ratio = _bound_on_device(new_x, w, b, M_, S_, precision)(static_y).item()
+            assert ratio <= 1.0, (i, ratio)
+
+
+def test_make_graphed_callables_forward_and_backward(unseen_capture_stream):
+    # make_graphed_callables warms up on a side stream of its own, then captures the forward
+    # and the backward on torch.cuda.graph's stream. Twenty runs with fresh inputs: outputs
+    # against float64, gradients against eager autograd of the same module (the same fp32
+    # forward, so the same LeakyReLU signs).
+    torch.manual_seed(32)
+    rows, k, n = 64, 256, 96
+    model = fused_linear.FusedLinearLeakyReLU(k, n, M_, S_).cuda()
+    sample = (torch.rand(rows, k, device=DEV) - 0.5).requires_grad_()
+    graphed = torch.cuda.make_graphed_callables(model, (sample,))
+    params = (model.gemm.weight, model.gemm.bias)
+    for i in range(20):
+        x = (torch.rand(rows, k, device=DEV) - 0.5).requires_grad_()
+        dy = torch.randn(rows, n, device=DEV)
+        model.zero_grad(set_to_none=True)
+        y = graphed(x)
+        y.backward(dy)
+        w, b = (p.detach() for p in params)
+        ratio = _bound_on_device(x.detach(), w, b, M_, S_, "strict")(y.detach()).item()
+        assert ratio <= 1.0, (i, ratio)
+        x_eager = x.detach().clone().requires_grad_()
+        wanted = torch.autograd.grad(model(x_eager), (x_eager,) + params, dy)
+        got = (x.grad, model.gemm.weight.grad, model.gemm.bias.grad)
+        for name, mine, ref in zip(("x", "weight", "bias"), got, wanted):
+            assert torch.allclose(mine, ref, rtol=1e-4, atol=1e-5), (i, name)
+
+
+@pytest.mark.skipif(not hasattr(torch, "compile"), reason="torch.compile needs PyTorch 2.0+")
+def test_torch_compile_reduce_overhead_records_again():
+    # CUDA graph trees: a warm-up run, a recording (on a stream of their own), replays; a new
+    # batch size records another graph, and so does a second model instance.
+    from torch._dynamo.utils import counters
+
+    counters.clear()
+    torch.manual_seed(33)
+    models = [fused_linear.FusedLinearLeakyReLU(256, 128, M_, S_).cuda() for _ in range(2)]
+    with torch.no_grad():
+        for model in models:
+            compiled = torch.compile(model, mode="reduce-overhead", dynamic=False)
+            w, b = model.gemm.weight.detach(), model.gemm.bias.detach()
+            for rows in (8, 8, 8, 8, 24, 24, 24, 24, 8, 8):
+                x = torch.rand(rows, 256, device=DEV) - 0.25
+                y = compiled(x)
+                ratio = _bound_on_device(x, w, b, M_, S_, "strict")(y).item()
+                assert ratio <= 1.0, (rows, ratio)
+    assert not counters["inductor"]["cudagraph_skips"], dict(counters["inductor"])
+
+
+def test_model_of_40_layers_captured_whole(unseen_capture_stream):
+    # Forty layers of distinct shapes (forty plans, within the cache's 64) warmed up on a side
+    # stream and captured whole, replayed with new inputs, against the model in float64. A
+    # layer's rounding is about sqrt(K) u normwise (< 2e-6, K <= 408) and the layers do not
+    # amplify earlier errors (nn.Linear's initialisation, multiplier 1): 1e-4 normwise keeps a
+    # margin over forty layers, where one wrong layer is off by O(1).
+    torch.manual_seed(34)
+    widths = [96 + 8 * i for i in range(41)]
+    layers = [
+        fused_linear.FusedLinearLeakyReLU(widths[i], widths[i + 1], 1.0, S_) for i in range(40)
+    ]
+    model = torch.nn.Sequential(*layers).cuda()
+
+    def reference(x):
+        y = x.double()
+        for layer in model:
+            weight, bias = layer.gemm.weight.double(), layer.gemm.bias.double()
+            y = F.leaky_relu(F.linear(y, weight, bias) * layer.multiplier, layer.negative_slope)
+        return y
+
+    static_x = torch.rand(33, widths[0], device=DEV) - 0.25
+    with torch.no_grad():
+        _side_stream_warm_up(model, static_x)
+        g = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(g):
+            static_y = model(static_x)
+        for i in range(3):
+            new_x = torch.rand(33, widths[0], device=DEV) - 0.25
+            static_x.copy_(new_x)
+            g.replay()
+            ref = reference(new_x)
+            error = ((static_y.double() - ref).norm() / ref.norm()).item()
+            assert error <= 1e-4, (i, error)
+
+
+@contextlib.contextmanager
+def _quiet_device():
+    """What torch.cuda.graph does before a capture, for captures begun by hand: the device idle,
+    unreferenced graphs and cached blocks freed now, no garbage collection during the captures
+    (freeing a graph, or waiting for the device, while a capture is in progress breaks it)."""
+    torch.cuda.synchronize()
+    gc.collect()
+    torch.cuda.empty_cache()
+    gc.disable()
+    try:
+        yield
+    finally:
+        gc.enable()
+
+
+def test_concurrent_captures_from_two_threads():
+    # Two threads capture at once, each on a stream the op never saw: a capture lane joins one
+    # capture at a time, so each capture gets a lane of its own; each graph computes its layer.
+    shapes = [(64, 320, 80), (48, 192, 112)]
+    sets = [make_inputs(*shape, device=DEV, seed=40 + i) for i, shape in enumerate(shapes)]
+    for x, w, b in sets:
+        OP(x, w, b, M_, S_)  # the plans, outside the captures
+    torch.cuda.synchronize()
+    barrier = threading.Barrier(2)
+    graphs, outs, errors = [None, None], [None, None], []
+
+    def capture(i):
+        x, w, b = sets[i]
+        g = torch.cuda.CUDAGraph()
+        try:
+            with torch.cuda.stream(_unseen_stream()):
+                barrier.wait()
+                # Thread-local mode: neither capture is broken by the other thread's calls.
+                g.capture_begin(capture_error_mode="thread_local")
+                try:
+                    barrier.wait()  # both captures in progress
+                    outs[i] = OP(x, w, b, M_, S_)
+                    barrier.wait()  # both calls made, neither capture ended
+                finally:
+                    g.capture_end()
+            graphs[i] = g
+        except Exception as e:  # reported by the main thread
+            errors.append(e)
+            barrier.abort()
+
+    threads = [threading.Thread(target=capture, args=(i,)) for i in range(2)]
+    with _quiet_device():
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+    assert not errors, errors
+    for i, (x, w, b) in enumerate(sets):
+        new_x = make_inputs(*shapes[i], device=DEV, seed=50 + i)[0]
+        x.copy_(new_x)
+        graphs[i].replay()
+        torch.cuda.synchronize()
+        assert_strict(outs[i], new_x, w, b, M_, S_)
+
+
+def test_captures_beyond_the_lanes_are_refused():
+    # One capture more than there are lanes, all in progress at once on streams the op never
+    # saw: the last call is refused by name (no lane, and none can be made during a capture),
+    # leaving its capture valid; the others compute. Relaxed capture mode: this thread ends
+    # each capture while the others are still in progress.
+    x, w, b = make_inputs(24, 40, 8, device=DEV, seed=60)
+    OP(x, w, b, M_, S_)
+    torch.cuda.synchronize()
+    lanes = fused_linear.status()["cuda_capture_lanes"]
+    begun, outs = [], []
+    with _quiet_device():
+        try:
+            for _ in range(lanes + 1):
+                g, stream = torch.cuda.CUDAGraph(), _unseen_stream()
+                with torch.cuda.stream(stream):
+                    g.capture_begin(capture_error_mode="relaxed")
+                begun.append((g, stream))
+            for i, (g, stream) in enumerate(begun):
+                with torch.cuda.stream(stream):
+                    if i < lanes:
+                        outs.append(OP(x, w, b, M_, S_))
+                    else:
+                        with pytest.raises(ValueError, match="too many concurrent captures"):
+                            OP(x, w, b, M_, S_)
+        finally:
+            for g, stream in begun:
+                with torch.cuda.stream(stream):
+                    g.capture_end()
+    new_x = make_inputs(24, 40, 8, device=DEV, seed=61)[0]
+    x.copy_(new_x)
+    for (g, _), y in zip(begun, outs):
+        g.replay()
+        torch.cuda.synchronize()
+        assert_strict(y, new_x, w, b, M_, S_)
 
 
 def test_autocast_cuda_runs_in_float32():
