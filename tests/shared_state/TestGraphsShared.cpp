@@ -16,7 +16,8 @@
 //   GraphsShared.PerThreadStreamCapturedOnTwoThreads    cudaStreamPerThread captured (global
 //       mode) on two threads at once, one key: both graphs right, replayed at once
 //   GraphsShared.ReleasesOnAnotherThreadDuringCapture   a Plan destroyed, release_cached_plans(),
-//       a plan evicted and a duplicate plan of racing threads, all during another thread's
+//       plans evicted, a duplicate plan of racing threads and a Kokkos instance handed to the
+//       cache (as the PyTorch operator's eviction does), all during another thread's
 //       global-mode capture: the capture stays valid and replays right
 //   GraphsShared.ReleaseDuringCaptureIsDeferred          release_cached_plans() and a Plan's
 //       destructor while a stream is being captured: nothing terminates, the capture stays
@@ -452,8 +453,9 @@ TEST(GraphsShared, PerThreadStreamCapturedOnTwoThreads) {
 
 // Guards against the library breaking another thread's capture: while thread A captures (global
 // mode) a call of the layer, thread B destroys a Plan it executed, releases the cached plans,
-// lowers the cache's limit (an eviction) and, with a third thread, makes the plan of one new key
-// at once (one duplicate dropped). B works in relaxed mode, as a thread that allocates during
+// lowers the cache's limit (evictions), hands it a Kokkos instance to destroy (the PyTorch
+// operator's eviction) and, with a third thread, makes the plan of one new key at once (one
+// duplicate dropped). B works in relaxed mode, as a thread that allocates during
 // another's global capture must. A's capture ends valid and replays right; B's destructions are
 // deferred until it has ended.
 TEST(GraphsShared, ReleasesOnAnotherThreadDuringCapture) {
@@ -475,6 +477,11 @@ TEST(GraphsShared, ReleasesOnAnotherThreadDuringCapture) {
   ASSERT_GT(plan->workspace_bytes(), 0u);
   plan->execute(c.X, c.W, c.b, c.Y);
   Kokkos::fence();
+  // A Kokkos instance of a stream of its own, handed to the cache as the PyTorch operator hands
+  // the instance it evicts (freeing its scratch would break the capture).
+  cudaStream_t extra = nullptr;
+  ASSERT_EQ(cudaStreamCreateWithFlags(&extra, cudaStreamNonBlocking), cudaSuccess);
+  auto evicted = std::make_unique<Kokkos::Cuda>(extra);
   const std::size_t limit = FusedLinear::cached_plans_limit();
   std::atomic<int> stage{0};
   std::string error_a, error_b;
@@ -504,6 +511,8 @@ TEST(GraphsShared, ReleasesOnAnotherThreadDuringCapture) {
       FusedLinear::set_cached_plans_limit(1);  // four evicted
       plan.reset();
       FusedLinear::release_cached_plans();
+      const Kokkos::Cuda exec = *evicted;
+      Impl::PlanCache::instance().destroy_when_safe(std::move(evicted), exec);
       const auto make = [&](int i) {
         Impl::RelaxedCaptureMode relaxed_too;
         FusedLinear::linear_leaky_relu(s.spaces[1 + i], d.X, d.W, d.b, d.Y, 2.f, 0.1f, o);
@@ -522,9 +531,10 @@ TEST(GraphsShared, ReleasesOnAnotherThreadDuringCapture) {
   FusedLinear::set_cached_plans_limit(limit);
   EXPECT_EQ(error_b, "");
   ASSERT_EQ(error_a, "") << "the other thread broke the capture";
-  EXPECT_GE(deferred, 6u) << "four plans evicted, the Plan, one released";
+  EXPECT_GE(deferred, 7u) << "four plans evicted, the Plan, one released, the instance";
   FusedLinear::release_cached_plans();
   EXPECT_EQ(deferred_plans(), 0u) << "freed once the capture ended";
+  EXPECT_EQ(cudaStreamDestroy(extra), cudaSuccess);
   a.poison();
   Kokkos::fence();
   ASSERT_EQ(cudaGraphLaunch(g.exec, s.streams[0]), cudaSuccess);
