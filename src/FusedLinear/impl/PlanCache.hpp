@@ -71,7 +71,8 @@ struct DeferredOwner : Deferred {
   explicit DeferredOwner(std::shared_ptr<T> p) : owned(std::move(p)) {}
   std::shared_ptr<T> owned;
 };
-/// A FusedLinear::Plan's implementation, destroyed once its instance's work is done.
+/// What is used on an instance (a FusedLinear::Plan's implementation, a Kokkos instance an
+/// extension drops), destroyed once that instance's work is done.
 template <class T, class ExecSpace>
 struct InstanceOwner : Deferred {
   InstanceOwner(std::unique_ptr<T> p, const ExecSpace& e) : owned(std::move(p)), exec(e) {}
@@ -155,9 +156,9 @@ class PlanCache {
     collect(true);
   }
 
-  /// Destroys `owned` (a FusedLinear::Plan's implementation) once `exec`'s work is done and no
-  /// capture the cache knows of is in progress; where `exec`'s stream is being captured, that
-  /// capture is one.
+  /// Destroys `owned` (a FusedLinear::Plan's implementation, a Kokkos instance) once `exec`'s
+  /// work is done and no capture the cache knows of is in progress; where `exec`'s stream is
+  /// being captured, that capture is one.
   template <class T, class ExecSpace>
   void destroy_when_safe(std::unique_ptr<T> owned, const ExecSpace& exec) noexcept {
     try {
