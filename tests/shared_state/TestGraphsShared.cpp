@@ -609,10 +609,9 @@ TEST(GraphsShared, ReleaseDuringCaptureIsDeferred) {
 #endif
 }
 
-// Guards against CUDA calls on the wrong device: querying the stream (cudaStreamIsCapturing,
-// cudaStreamGetId) or making and waiting for events before selecting the instance's device
-// would, from a thread whose current device is another, create a context there and read the
-// wrong device's state. Two GPUs would show it; on one, the order is checked: no direct CUDA
+// Guards against CUDA calls on the wrong device: querying the stream's capture or making and
+// waiting for events before selecting the instance's device would, from a thread whose current
+// device is another, create a context there and read the wrong device's state. Two GPUs would show it; on one, the order is checked: no direct CUDA
 // call of the entry points (calls, captures, evictions, releases, a Plan's destruction) may
 // come before a device guard, from the main thread and a worker thread.
 TEST(GraphsShared, DeviceSelectedBeforeAnyCudaCall) {
