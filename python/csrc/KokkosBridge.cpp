@@ -400,7 +400,7 @@ void dispatch(const Call& c, F&& f) {
           " here (the device of the first CUDA call); got tensors "
           "on cuda:" +
           std::to_string(c.device));
-    if (FusedLinear::Impl::forked_after_initialize().load()) refuse_cuda_in_forked_child();
+    check_cuda_usable();
     CudaCall call(c.stream);
     typed(call.exec(), Kokkos::CudaSpace());
     call.finish();
