@@ -611,9 +611,10 @@ TEST(GraphsShared, ReleaseDuringCaptureIsDeferred) {
 
 // Guards against CUDA calls on the wrong device: querying the stream's capture or making and
 // waiting for events before selecting the instance's device would, from a thread whose current
-// device is another, create a context there and read the wrong device's state. Two GPUs would show it; on one, the order is checked: no direct CUDA
-// call of the entry points (calls, captures, evictions, releases, a Plan's destruction) may
-// come before a device guard, from the main thread and a worker thread.
+// device is another, create a context there and read the wrong device's state. Two GPUs would show
+// it; on one, the order is checked: no direct CUDA call of the entry points (calls, captures,
+// evictions, releases, a Plan's destruction) may come before a device guard, from the main thread
+// and a worker thread.
 TEST(GraphsShared, DeviceSelectedBeforeAnyCudaCall) {
 #if !defined(KOKKOS_ENABLE_CUDA)
   GTEST_SKIP() << "needs a CUDA build";
