@@ -127,11 +127,8 @@ PATHS = {
 # The same for --pass backward|step: the gradient's paths (auto, vendor: KokkosBlas::gemm,
 # vendor_lt: cuBLASLt, the only one with 3xtf32).
 TRAINING_PATHS = {
-    "cuda": {
-        "strict": "auto,vendor,vendor_lt",
-        "tf32": "auto,vendor,vendor_lt",
-        "3xtf32": "auto,vendor_lt",
-    },
+    # vendor_lt runs the gradient's products in 3xtf32 only, vendor in strict and tf32.
+    "cuda": {"strict": "auto,vendor", "tf32": "auto,vendor", "3xtf32": "auto,vendor_lt"},
     "cpu": {"strict": "auto,vendor"},
 }
 # Prepended to --perf-args on the host (a later option of the same name wins): a 2-core host

@@ -21,6 +21,7 @@ joins the dataset with:
 """
 import argparse
 import csv
+import datetime
 import io
 import json
 import math
@@ -623,7 +624,8 @@ def main(argv=None):
         meta_path = args.out / "compare-meta.json"
         meta = json.loads(meta_path.read_text()) if meta_path.exists() else {}
         training_csv = args.out / "training.csv"
-        if training_csv.exists() or meta.get("pass") in PASSES:
+        perf_files = sorted(f for kind in PASSES for f in args.out.glob(f"{kind}_*.json"))
+        if training_csv.exists() or meta.get("pass") in PASSES or perf_files:
             rows = (
                 read_training(training_csv)
                 if training_csv.exists()
@@ -632,6 +634,20 @@ def main(argv=None):
             if not rows:
                 raise DataError(f"{args.out}: no training rows")
             entry = entry_from_meta(meta, args.machine, args.purpose or "training", args.seed)
+            if not meta and perf_files:
+                # The perf program's JSON alone (no compare.py around it): its own config.
+                config, _ = parse_perf_json(perf_files[0])
+                ran_on = datetime.datetime.fromtimestamp(
+                    perf_files[0].stat().st_mtime, datetime.timezone.utc
+                )
+                entry.update(
+                    date=ran_on.strftime("%Y-%m-%d"),
+                    kokkos=config.get("kokkos_version"),
+                    threads=None,
+                    command="fused_linear_perf --pass ... --json ("
+                    + ", ".join(f.name for f in perf_files)
+                    + ")",
+                )
             entry["commit"] = entry["commit"] or _git_head()
             ds.add_table("training.csv", TRAINING_COLUMNS, args.run_id, rows, entry)
             print(f"added {args.run_id}: {len(rows)} rows to training.csv")

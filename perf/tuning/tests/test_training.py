@@ -213,3 +213,19 @@ def test_add_kernelbench_with_the_step_problem(dataset_dir, tmp_path):
     # The step's speed-up is over the step's own eager baseline.
     text = results.render(ds)
     assert "| seed-step | 1024x8192x8192 | ModelNew | strict | vendor_lt/strict | 5/5 |" in text
+
+
+def test_add_the_perf_programs_json_alone(dataset_dir, tmp_path):
+    out = tmp_path / "gpu"
+    out.mkdir()
+    doc = perf_step_json("3xtf32")
+    doc["config"]["kokkos_version"] = "4.6.1"
+    (out / "step_4x8x16_3xtf32.json").write_text(json.dumps(doc))
+    assert add(dataset_dir, out, "gpu-step") == 0
+    ds = data.Dataset(dataset_dir)
+    assert ds.check() == 5
+    assert ds.run("gpu-step")["kokkos"] == "4.6.1" and len(ds.run("gpu-step")["date"]) == 10
+    assert [(r["path"], r["precision"]) for r in ds.training("gpu-step")] == [
+        ("auto", "3xtf32"),
+        ("vendor", "3xtf32"),
+    ]
