@@ -5,6 +5,7 @@ reference model (Model: nn.Linear -> * multiplier -> LeakyReLU), eager and torch
 
     PYTHONPATH=build/<preset>/python python3 perf/kernelbench_eval.py --out DIR
     python3 perf/kernelbench_eval.py --smoke --out DIR     # CPU, small counts (ctest runs it)
+    python3 perf/kernelbench_eval.py --train --out DIR     # also each problem's training step
 
 The method, written from KernelBench's published description (not its code):
 - Model and ModelNew are each built after torch.manual_seed(42) (and torch.cuda.manual_seed(42))
@@ -430,14 +431,15 @@ def main():
     ap.add_argument(
         "--smoke",
         action="store_true",
-        help="CPU, the earlier problem, 2 trials, 11 calls, 16 MB flush, short overhead",
+        help="CPU, the earlier problem and its training step, 2 trials, 11 calls, 16 MB flush, "
+        "short overhead",
     )
     ap.add_argument("--out", required=True, help="output folder")
     args = ap.parse_args()
     if args.smoke:
         args.device, args.problems, args.trials, args.calls = "cpu", "earlier", 2, 11
         args.warmup, args.flush_mb, args.overhead_rounds, args.overhead_iters = 1, 16, 2, 20
-        args.rounds = 2
+        args.rounds, args.train = 2, True
     device = torch.device(args.device)
     if args.threads > 0:
         torch.set_num_threads(args.threads)

@@ -1,8 +1,10 @@
 // SPDX-License-Identifier: Apache-2.0
 // fused_linear_perf: checks, then times, every requested path of FusedLinear::linear_leaky_relu
-// on one shape, on the default execution space. Prints a table and optionally writes JSON (read
-// by perf/compare.py). Exit status: 0 when every path wrote every checked element and is within
-// the error bound, 1 when one is not (or on a runtime error), 2 for a bad command line.
+// on one shape, on the default execution space; with --pass backward or step, its gradient
+// (GradientPlan) or a training step (the layer, then its gradient). Prints a table and optionally
+// writes JSON (read by perf/compare.py). Exit status: 0 when every path wrote every checked element
+// and is within the error bound, 1 when one is not (or on a runtime error), 2 for a bad command
+// line.
 //   usage: fused_linear_perf --help
 #include <algorithm>
 #include <chrono>
@@ -794,18 +796,20 @@ void print_training_table(const std::vector<TrainingResult>& results, const Conf
   const char* const head =
       "%-15s %-8s %-19s %-19s %-19s %10s %10s %9s %9s %9s %9s %9s %9s %9s %10s\n";
   const char* const row =
-      "%-15s %-8s %-19s %-19s %-19s %10.4f %10.4f %9.1f %9.1f %9.2e %9.2e %9.2e %9.2e %9lld "
+      "%-15s %-8s %-19s %-19s %-19s %10.4f %10.4f %9.1f %9.1f %9s %9.2e %9.2e %9.2e %9lld "
       "%10.3f\n";
   std::printf(head, "algorithm", "planning", "y ran", "dx ran", "dw ran", "median ms", "min ms",
               "GFLOP/s", "GB/s", "err y", "err dx", "err dw", "err db", "unwritten", "plan ms");
   for (const TrainingResult& r : results) {
     if (!r.refused.empty()) continue;
     const long long unwritten = r.y.unwritten + r.dx.unwritten + r.dw.unwritten + r.db.unwritten;
+    char y_err[16] = "-";  // a backward has no Y of its own
+    if (step) std::snprintf(y_err, sizeof y_err, "%.2e", r.y.rel_err);
     std::printf(row, FusedLinear::to_string(r.options.algorithm),
                 FusedLinear::to_string(r.options.planning), step ? ran(r.forward).c_str() : "-",
                 ran(r.gradient.dx).c_str(), ran(r.gradient.dw).c_str(), r.median_ms, r.min_ms,
-                r.gflops, r.gbs, step ? r.y.rel_err : std::numeric_limits<double>::quiet_NaN(),
-                r.dx.rel_err, r.dw.rel_err, r.db.rel_err, unwritten, r.plan_ms);
+                r.gflops, r.gbs, y_err, r.dx.rel_err, r.dw.rel_err, r.db.rel_err, unwritten,
+                r.plan_ms);
   }
   for (const TrainingResult& r : results) {
     const char* name = FusedLinear::to_string(r.options.algorithm);
