@@ -480,6 +480,8 @@ def metadata(args, shapes, configs, problems, summary):
         else None,
         git_commit=commit,
         git_dirty=dirty,
+        # A shared host's load (1, 5, 15 minutes) when the run ends: its medians move with it.
+        load_average=list(os.getloadavg()) if hasattr(os, "getloadavg") else None,
         multiplier=args.mult,
         slope=args.slope,
         flagged=sum(1 for s in summary if s["flags"]),

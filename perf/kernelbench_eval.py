@@ -375,6 +375,7 @@ def measure_overhead(shape, device, precision, rounds, iters):
 # ------------------------------------------------------------------ driver
 def environment(device, args):
     env = dict(
+        date=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
         torch=torch.__version__,
         python=platform.python_version(),
         platform=platform.platform(),
@@ -388,7 +389,20 @@ def environment(device, args):
     if device.type == "cuda":
         env["gpu"] = torch.cuda.get_device_name(device)
         env["cuda"] = torch.version.cuda
+    else:
+        env["cpu"] = cpu_model()
     return env
+
+
+def cpu_model():
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or None
 
 
 def main():
@@ -417,6 +431,13 @@ def main():
         "KernelBench's order)",
     )
     ap.add_argument("--no-compile", action="store_true", help="leave out torch.compile(Model)")
+    ap.add_argument(
+        "--train",
+        action="store_true",
+        help="also time each problem's training step as the problem '<problem>-step': "
+        "zero_grad, forward, backward of a fixed upstream gradient, for Model (eager, compile) "
+        "and ModelNew; correct: the output against Model's and the gradients against float64",
+    )
     ap.add_argument("--overhead-shape", type=dims_arg, default=(128, 1024, 512))
     ap.add_argument("--overhead-precisions", default="strict")
     ap.add_argument("--overhead-rounds", type=int, default=5)

@@ -513,6 +513,8 @@ def kernelbench_rows(out):
             ran[key] = f"{info.get('algorithm')}/{info.get('precision')}"
     rows = []
     for r in doc["rows"]:
+        if r.get("mean_ms") in (None, ""):
+            continue  # not timed (torch.compile unavailable, or the model failed)
         left, _, N = r["shape"].partition("->")
         M, K = left.split("x")
         algorithm = r["impl"].split(" ", 1)[1] if r["impl"].startswith("ModelNew ") else "auto"

@@ -183,6 +183,9 @@ def test_add_kernelbench_with_the_step_problem(dataset_dir, tmp_path):
         for p in ("seed", "seed-step")
         for i, c in (("Model eager", ""), ("ModelNew", "5/5"))
     ]
+    # Not timed (no torch.compile): no row in the dataset.
+    untimed = dict(mean_ms="", std_ms="", min_ms="", max_ms="")
+    rows.insert(1, dict(rows[0], impl="Model compile", **untimed))
     info = dict(algorithm="vendor_lt", precision="strict")
     details = [
         dict(problem=p, precision="strict", algorithm="auto", run_info=info)
