@@ -517,7 +517,7 @@ def module_peers(a, x, W, b, dy, pass_):
             source="module",
         )
         peer.precision = precision
-        info = fused_linear.run_info(x.detach(), W, b, a.mult, a.slope, precision)
+        info = fused_linear.run_info(x.detach(), W.detach(), b.detach(), a.mult, a.slope, precision)
         peer.ran = f"y={info['algorithm']}/{info['precision']}"
         peers.append(peer)
     return peers
