@@ -115,10 +115,21 @@ def kernelbench_lines(ds, run):
     return lines
 
 
-def training_lines(ds, run):
+def latest_training(ds, runs):
+    """Per pass (backward, step), the latest training run that timed it: [(run, passes)]."""
+    chosen = {}
+    for pass_ in data.PASSES:
+        timed = [r for r in runs if any(x["pass"] == pass_ for x in ds.training(r["run_id"]))]
+        run = latest(timed, "training")
+        if run:
+            chosen.setdefault(run["run_id"], (run, []))[1].append(pass_)
+    return sorted(chosen.values(), key=lambda c: data.PASSES.index(c[1][0]))
+
+
+def training_lines(ds, run, passes=data.PASSES):
     """The backward and training-step run: per shape, pass and precision, our auto (the perf
     program), fused_linear's module and eager PyTorch fp32's same pass, with the ratios."""
-    rows = ds.training(run["run_id"])
+    rows = [r for r in ds.training(run["run_id"]) if r["pass"] in passes]
     order = list(dict.fromkeys(r["shape"] for r in rows))
     order = [s for s in FIRST_SHAPES if s in order] + [s for s in order if s not in FIRST_SHAPES]
     eager = {(r["shape"], r["pass"]): r["median_ms"] for r in rows if r["path"] == REFERENCE_PEER}
@@ -248,9 +259,11 @@ def render(ds):
         kb = latest(mine, "kernelbench")
         if kb:
             out += ["### KernelBench-style evaluation", ""] + kernelbench_lines(ds, kb) + [""]
-        training = latest(mine, "training")
+        training = latest_training(ds, mine)
         if training:
-            out += ["### Backward and training step", ""] + training_lines(ds, training) + [""]
+            out += ["### Backward and training step", ""]
+            for run, passes in training:
+                out += training_lines(ds, run, passes) + [""]
         elif sweep or kb:
             out += [
                 "### Backward and training step",
