@@ -6,7 +6,9 @@
     y = model(x)
 
 The operator is ``torch.ops.fused_linear.linear_leaky_relu`` (CPU, CUDA, Meta and Autograd
-kernels); :func:`linear_leaky_relu` is the same call with Python defaults.
+kernels); :func:`linear_leaky_relu` is the same call with Python defaults. Its backward is the
+operator ``torch.ops.fused_linear.linear_leaky_relu_backward`` (CPU, CUDA and Meta kernels),
+:func:`linear_leaky_relu_backward` from Python.
 """
 import atexit
 import os
@@ -16,6 +18,7 @@ import torch
 
 __all__ = [
     "linear_leaky_relu",
+    "linear_leaky_relu_backward",
     "run_info",
     "status",
     "initialize",
@@ -65,6 +68,42 @@ def linear_leaky_relu(
     """
     return _ops.linear_leaky_relu(
         x, weight, bias, float(multiplier), float(negative_slope), precision, algorithm
+    )
+
+
+def linear_leaky_relu_backward(
+    grad_y,
+    x,
+    weight,
+    saved,
+    multiplier,
+    negative_slope,
+    saved_is_output=True,
+    precision="strict",
+    algorithm="auto",
+    output_mask=(True, True, True),
+):
+    """The gradient of :func:`linear_leaky_relu`: ``(grad_x, grad_weight, grad_bias)`` for the
+    upstream gradient ``grad_y`` [M, N], as PyTorch's autograd computes them for the reference
+    model; an output ``output_mask`` leaves out is None.
+
+    ``saved`` [M, N] is the forward's output (``saved_is_output=True``; negative_slope >= 0) or
+    its pre-activation ``multiplier * (x @ weight.T + bias)`` (``saved_is_output=False``, any
+    slope), which :func:`linear_leaky_relu` computes with ``negative_slope=1``. precision:
+    "strict", "3xtf32", "tf32" (on CUDA; the host computes strict); algorithm: "auto",
+    "vendor" or "vendor_lt". Non-contiguous tensors are copied to contiguous first.
+    """
+    return _ops.linear_leaky_relu_backward(
+        grad_y,
+        x,
+        weight,
+        saved,
+        float(multiplier),
+        float(negative_slope),
+        bool(saved_is_output),
+        precision,
+        algorithm,
+        [bool(b) for b in output_mask],
     )
 
 
