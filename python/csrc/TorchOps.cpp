@@ -363,6 +363,26 @@ backward_handle() {
   return handle;
 }
 
+/// The gradient operator has no gradient of its own: called where autograd would record it (an
+/// input requiring grad under grad mode) it refuses rather than return outputs that silently
+/// have none. The layer's double backward does not come here (see LinearLeakyReLUFunction).
+Gradients linear_leaky_relu_backward_autograd(const at::Tensor& grad_y, const at::Tensor& x,
+                                              const at::Tensor& weight, const at::Tensor& saved,
+                                              double multiplier, double negative_slope,
+                                              bool saved_is_output, Strings precision,
+                                              Strings algorithm,
+                                              std::array<bool, 3> output_mask) {
+  const bool records_graph =
+      at::GradMode::is_enabled() && (grad_y.requires_grad() || x.requires_grad() ||
+                                     weight.requires_grad() || saved.requires_grad());
+  TORCH_CHECK(!records_graph, backward_name,
+              " is not differentiable: call it under torch.no_grad() or on tensors that do not "
+              "require grad (double backward of the layer, create_graph=True, needs no call of it)");
+  at::AutoDispatchBelowADInplaceOrView below_autograd;
+  return backward_handle().call(grad_y, x, weight, saved, multiplier, negative_slope,
+                                saved_is_output, precision, algorithm, output_mask);
+}
+
 /// The gradient's algorithm for the forward's: the gradient has the vendor GEMMs and Auto; the
 /// forward's own kernels (fused, fused_skinny, the Hopper ones) have no gradient counterpart.
 Strings gradient_algorithm(Strings forward) {
@@ -638,6 +658,7 @@ TORCH_LIBRARY_IMPL(fused_linear, Meta, m) {
 }
 TORCH_LIBRARY_IMPL(fused_linear, Autograd, m) {
   m.impl("linear_leaky_relu", &linear_leaky_relu_autograd);
+  m.impl("linear_leaky_relu_backward", &linear_leaky_relu_backward_autograd);
 }
 TORCH_LIBRARY_IMPL(fused_linear, AutocastCPU, m) {
   m.impl("linear_leaky_relu", &linear_leaky_relu_autocast<c10::DispatchKey::AutocastCPU>);

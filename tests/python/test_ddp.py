@@ -16,6 +16,7 @@ if not dist.is_available() or not dist.is_gloo_available():
     pytest.skip("torch.distributed with gloo is not available", allow_module_level=True)
 
 WORLD, STEPS, ROWS, K, N = 2, 5, 32, 24, 12
+SLOPES = (0.1, -0.2)  # the output saved, and the pre-activation
 
 
 def _problem():
@@ -39,21 +40,24 @@ def _train(model, xs, targets, rank=0, world=1):
         opt.step()
 
 
-def _worker(rank, store_file, out_dir, s):
+def _worker(rank, store_file, out_dir):
     # One thread each: two processes share the machine's cores.
     torch.set_num_threads(1)
     dist.init_process_group("gloo", init_method=f"file://{store_file}", rank=rank, world_size=WORLD)
     try:
-        model = _model(s)
-        ddp = torch.nn.parallel.DistributedDataParallel(model)
-        _train(ddp, *_problem(), rank=rank, world=WORLD)
-        torch.save(model.state_dict(), os.path.join(out_dir, f"rank{rank}.pt"))
+        for s in SLOPES:
+            model = _model(s)
+            ddp = torch.nn.parallel.DistributedDataParallel(model)
+            _train(ddp, *_problem(), rank=rank, world=WORLD)
+            torch.save(model.state_dict(), os.path.join(out_dir, f"{s}-rank{rank}.pt"))
     finally:
         dist.destroy_process_group()
 
 
-@pytest.mark.parametrize("s", [0.1, -0.2])
-def test_ddp_matches_one_process(s):
+@pytest.fixture(scope="module")
+def ddp_states():
+    """Both slopes' parameters from each rank, trained by one spawn of the two processes
+    (starting them is most of the time)."""
     mp = pytest.importorskip("torch.multiprocessing")
     with tempfile.TemporaryDirectory() as out_dir:
         store_file = os.path.join(out_dir, "store")
@@ -61,14 +65,22 @@ def test_ddp_matches_one_process(s):
         saved = {key: os.environ.get(key) for key in env}
         os.environ.update(env)  # the children's Kokkos: one host thread each
         try:
-            mp.spawn(_worker, args=(store_file, out_dir, s), nprocs=WORLD, join=True)
+            mp.spawn(_worker, args=(store_file, out_dir), nprocs=WORLD, join=True)
         finally:
             for key, value in saved.items():
                 if value is None:
                     os.environ.pop(key)
                 else:
                     os.environ[key] = value
-        states = [torch.load(os.path.join(out_dir, f"rank{r}.pt")) for r in range(WORLD)]
+        return {
+            s: [torch.load(os.path.join(out_dir, f"{s}-rank{r}.pt")) for r in range(WORLD)]
+            for s in SLOPES
+        }
+
+
+@pytest.mark.parametrize("s", SLOPES)
+def test_ddp_matches_one_process(ddp_states, s):
+    states = ddp_states[s]
     single = _model(s)
     start = {key: value.clone() for key, value in single.state_dict().items()}
     _train(single, *_problem())
