@@ -24,7 +24,6 @@
 #include <vector>
 
 #include <FusedLinear.hpp>
-#include <FusedLinear/Gradient.hpp>
 #include <FusedLinear/impl/Fork.hpp>  // the library's fork registry, which this bridge joins
 #include <Kokkos_Core.hpp>
 

@@ -221,8 +221,8 @@ using Gradients = std::tuple<at::Tensor, at::Tensor, at::Tensor>;
 
 /// grad_y, x, weight, saved: 2-D, strided, one floating dtype and device, and the forward's
 /// extents (x [M,K], weight [N,K], grad_y and saved [M,N]), symbolic ones included.
-void check_backward_inputs(const at::Tensor& grad_y, const at::Tensor& x,
-                           const at::Tensor& weight, const at::Tensor& saved) {
+void check_backward_inputs(const at::Tensor& grad_y, const at::Tensor& x, const at::Tensor& weight,
+                           const at::Tensor& saved) {
   const std::array<const at::Tensor*, 4> all{&grad_y, &x, &weight, &saved};
   const std::array<const char*, 4> names{"grad_y", "x", "weight", "saved"};
   const auto dtype = x.scalar_type();
@@ -241,8 +241,7 @@ void check_backward_inputs(const at::Tensor& grad_y, const at::Tensor& x,
                       ": grad_y, x, weight and saved must be on one device, got ", names[i], " on ",
                       t.device(), " and x on ", x.device());
   }
-  TORCH_CHECK_VALUE(weight.sym_size(1) == x.sym_size(1) &&
-                        grad_y.sym_size(0) == x.sym_size(0) &&
+  TORCH_CHECK_VALUE(weight.sym_size(1) == x.sym_size(1) && grad_y.sym_size(0) == x.sym_size(0) &&
                         grad_y.sym_size(1) == weight.sym_size(0) &&
                         saved.sym_sizes() == grad_y.sym_sizes(),
                     "FusedLinear::linear_leaky_relu_backward: extents do not match: expected "
@@ -301,8 +300,8 @@ Gradients run_backward_on(PreparedBackward&& p, Where where) {
 Gradients linear_leaky_relu_backward_cpu(const at::Tensor& grad_y, const at::Tensor& x,
                                          const at::Tensor& weight, const at::Tensor& saved,
                                          double multiplier, double negative_slope,
-                                         bool saved_is_output, Strings precision,
-                                         Strings algorithm, std::array<bool, 3> output_mask) {
+                                         bool saved_is_output, Strings precision, Strings algorithm,
+                                         std::array<bool, 3> output_mask) {
   check_backward_inputs(grad_y, x, weight, saved);
   ensure_kokkos(-1);
   return run_backward_on(prepare_backward(grad_y, x, weight, saved, multiplier, negative_slope,
@@ -337,8 +336,7 @@ Gradients linear_leaky_relu_backward_meta(const at::Tensor& grad_y, const at::Te
                                           double multiplier, double negative_slope,
                                           bool saved_is_output, Strings precision,
                                           Strings algorithm, std::array<bool, 3> output_mask) {
-  (void)multiplier, (void)negative_slope, (void)saved_is_output, (void)precision,
-      (void)algorithm;
+  (void)multiplier, (void)negative_slope, (void)saved_is_output, (void)precision, (void)algorithm;
   check_backward_inputs(grad_y, x, weight, saved);
   at::Tensor dx, dw, db;
   if (output_mask[0]) dx = at::empty_symint(x.sym_sizes(), x.options());
@@ -351,8 +349,8 @@ Gradients linear_leaky_relu_backward_meta(const at::Tensor& grad_y, const at::Te
 }
 
 const c10::TypedOperatorHandle<Gradients(const at::Tensor&, const at::Tensor&, const at::Tensor&,
-                                         const at::Tensor&, double, double, bool, Strings,
-                                         Strings, std::array<bool, 3>)>&
+                                         const at::Tensor&, double, double, bool, Strings, Strings,
+                                         std::array<bool, 3>)>&
 backward_handle() {
   static const auto handle =
       c10::Dispatcher::singleton()
@@ -370,14 +368,14 @@ Gradients linear_leaky_relu_backward_autograd(const at::Tensor& grad_y, const at
                                               const at::Tensor& weight, const at::Tensor& saved,
                                               double multiplier, double negative_slope,
                                               bool saved_is_output, Strings precision,
-                                              Strings algorithm,
-                                              std::array<bool, 3> output_mask) {
+                                              Strings algorithm, std::array<bool, 3> output_mask) {
   const bool records_graph =
       at::GradMode::is_enabled() && (grad_y.requires_grad() || x.requires_grad() ||
                                      weight.requires_grad() || saved.requires_grad());
-  TORCH_CHECK(!records_graph, backward_name,
-              " is not differentiable: call it under torch.no_grad() or on tensors that do not "
-              "require grad (double backward of the layer, create_graph=True, needs no call of it)");
+  TORCH_CHECK(
+      !records_graph, backward_name,
+      " is not differentiable: call it under torch.no_grad() or on tensors that do not "
+      "require grad (double backward of the layer, create_graph=True, needs no call of it)");
   at::AutoDispatchBelowADInplaceOrView below_autograd;
   return backward_handle().call(grad_y, x, weight, saved, multiplier, negative_slope,
                                 saved_is_output, precision, algorithm, output_mask);
@@ -439,10 +437,10 @@ class LinearLeakyReLUFunction : public torch::autograd::Function<LinearLeakyReLU
       const std::string& precision = ctx->saved_data["precision"].toStringRef();
       const std::string& algorithm = ctx->saved_data["algorithm"].toStringRef();
       at::AutoDispatchBelowADInplaceOrView below_autograd;
-      std::tie(dx, dw, db) = backward_handle().call(
-          dy, x, weight, kept, m, s, /*saved_is_output=*/s >= 0,
-          Strings(precision.data(), precision.size()),
-          Strings(algorithm.data(), algorithm.size()), mask);
+      std::tie(dx, dw, db) =
+          backward_handle().call(dy, x, weight, kept, m, s, /*saved_is_output=*/s >= 0,
+                                 Strings(precision.data(), precision.size()),
+                                 Strings(algorithm.data(), algorithm.size()), mask);
     }
     return {dx, dw, db, at::Tensor(), at::Tensor(), at::Tensor(), at::Tensor(), at::Tensor()};
   }

@@ -64,7 +64,9 @@ def linear_leaky_relu(
     PyTorch's current stream; on the CPU from any thread, one call at a time). precision:
     "strict" (IEEE fp32), "3xtf32" (fp32-accurate on tensor cores), "tf32"; algorithm: "auto"
     or one of the library's paths. Non-contiguous tensors are copied to contiguous first.
-    Differentiable in x, weight and bias.
+    Differentiable in x, weight and bias: the backward is :func:`linear_leaky_relu_backward`
+    at the same precision, from the output (saved; negative_slope >= 0: modifying it in place
+    before backward() is an error) or the pre-activation (saved; a negative slope).
     """
     return _ops.linear_leaky_relu(
         x, weight, bias, float(multiplier), float(negative_slope), precision, algorithm

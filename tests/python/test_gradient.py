@@ -155,10 +155,12 @@ def test_output_mask(device, mask):
     full = BACKWARD(dy, x, w, saved, M_, S_, True, "strict", "auto", ALL)
     some = BACKWARD(dy, x, w, saved, M_, S_, True, "strict", "auto", mask)
     for wanted, got, asked in zip(full, some, mask):
-        if asked:
-            assert torch.equal(got, wanted)
-        else:
+        if not asked:
             assert got is None
+        elif device == "cpu":
+            assert torch.equal(got, wanted)
+        else:  # another plan, whose GEMMs the vendor library may choose otherwise
+            assert torch.allclose(got, wanted, rtol=1e-5, atol=1e-6)
 
 
 @pytest.mark.parametrize("which", [0, 1, 2, (0, 2), (1, 2)])
@@ -373,8 +375,12 @@ def test_meta_kernel():
 def test_compiled_training_step(device, s):
     # The forward and the loss compiled whole (fullgraph); AOTAutograd's backward graph calls
     # the gradient operator (and no product), and three SGD steps move the parameters as eager.
-    from functorch.compile import make_boxed_func
     from torch._dynamo.backends.common import aot_autograd
+
+    try:
+        from torch._functorch.aot_autograd import make_boxed_func
+    except ImportError:
+        from functorch.compile import make_boxed_func
 
     graphs = {}
 
