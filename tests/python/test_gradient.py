@@ -51,21 +51,31 @@ def _saved(x, w, b, m, s, as_output):
     return F.leaky_relu(z, s) if as_output else z
 
 
-def reference_gradients(dy, x, w, b, m, s):
-    """dX, dW, db of the reference model by PyTorch's autograd, in float64 on the CPU from the
-    same (rounded) values."""
-    x, w, b = (t.detach().double().cpu().requires_grad_() for t in (x, w, b))
-    return torch.autograd.grad(eager(x, w, b, m, s), (x, w, b), dy.detach().double().cpu())
+def reference_gradients(dy, x, w, b, m, s, positive=None):
+    """dX, dW, db of the reference model as PyTorch's autograd computes them, in float64 on the
+    CPU from the same (rounded) values. `positive` (z > 0) is the float64 z's sign unless given:
+    the op's own forward's, where its rounding may flip the sign of a z within rounding of 0
+    (the gradient then rightly differs by (1 - slope) * multiplier * dY there)."""
+    x, w, b, dy = (t.detach().double().cpu() for t in (x, w, b, dy))
+    if positive is None:
+        x, w, b = (t.requires_grad_() for t in (x, w, b))
+        return torch.autograd.grad(eager(x, w, b, m, s), (x, w, b), dy)
+    g = torch.where(positive.cpu(), dy, dy * s) * m  # leaky_relu's backward, then the scale's
+    return g @ w, g.t() @ x, g.sum(0)
 
 
-def gradient_bounds(dy, x, w, b, m, s, dtype):
+def forward_sign(x, w, b, m):
+    """z > 0 as the op's forward decides it (z: the op at slope 1, as the forward computes it)."""
+    return OP(x.detach(), w.detach(), b.detach(), m, 1.0) > 0
+
+
+def gradient_bounds(dy, x, w, b, m, s, dtype, positive):
     """Per-element worst cases in dtype, any summation order: (terms + 3) u times the sum of
     the products' magnitudes (Higham's gamma_n, as conftest.strict_bound; the 3 covers G's own
     roundings, dY * slope then * multiplier); db's terms are G's."""
     u = unit_roundoff(dtype)
-    x, w, b, dy = (t.detach().double().cpu() for t in (x, w, b, dy))
-    z = F.linear(x, w, b) * m
-    g = (torch.where(z > 0, dy, dy * s) * m).abs()
+    x, w, dy = (t.detach().double().cpu() for t in (x, w, dy))
+    g = (torch.where(positive.cpu(), dy, dy * s) * m).abs()
     rows, cols = x.shape[0], w.shape[0]
     return (
         (cols + 3) * u * g @ w.abs() + 1e-300,
@@ -75,18 +85,31 @@ def gradient_bounds(dy, x, w, b, m, s, dtype):
 
 
 def assert_gradients(got, dy, x, w, b, m, s, names=("dX", "dW", "db")):
-    """got within the strict bounds of the float64 reference, element by element (twice them
-    in float64, where the reference has errors of the same size)."""
-    wanted = reference_gradients(dy, x, w, b, m, s)
+    """got within the strict bounds of the float64 reference (with the op's forward's signs),
+    element by element; twice them in float64, where the reference has errors of that size."""
+    positive = forward_sign(x, w, b, m)
+    wanted = reference_gradients(dy, x, w, b, m, s, positive)
     factor = 2.0 if x.dtype == torch.float64 else 1.0
-    bounds = [factor * bound for bound in gradient_bounds(dy, x, w, b, m, s, x.dtype)]
+    bounds = gradient_bounds(dy, x, w, b, m, s, x.dtype, positive)
     for name, mine, ref, bound in zip(names, got, wanted, bounds):
         if mine is None:
             continue
         assert mine.shape == ref.shape and mine.dtype == x.dtype, name
         err = (mine.detach().double().cpu() - ref).abs()
-        worst = (err / bound).max().item() if err.numel() else 0.0
+        worst = (err / (factor * bound)).max().item() if err.numel() else 0.0
         assert worst <= 1.0, f"{name}: error {worst:.3g} x the bound (max abs {err.max():.3g})"
+
+
+def test_reference_formula_is_pytorchs_autograd():
+    # The reference with given signs is PyTorch's autograd of the reference model, bit for bit.
+    x, w, b, dy = _tensors(9, 20, 7, dtype=torch.float64, seed=20)
+    for s in (S_, -0.3):
+        positive = F.linear(x, w, b) * M_ > 0
+        for mine, ref in zip(
+            reference_gradients(dy, x, w, b, M_, s, positive),
+            reference_gradients(dy, x, w, b, M_, s),
+        ):
+            assert torch.equal(mine, ref)
 
 
 # ------------------------------------------------------------------ gradcheck (float64)
@@ -475,6 +498,7 @@ def test_cuda_gradients_at_the_precision(precision):
     if precision == "strict":
         assert_gradients(got, dy, x, w, b, M_, S_)
         return
-    for mine, ref, terms in zip(got, reference_gradients(dy, x, w, b, M_, S_), (384, 256, 256)):
+    wanted = reference_gradients(dy, x, w, b, M_, S_, forward_sign(x, w, b, M_))
+    for mine, ref, terms in zip(got, wanted, (384, 256, 256)):
         err = (mine.double().cpu() - ref).norm() / ref.norm()
         assert err <= tf32x3_bound(terms), err.item()
