@@ -381,12 +381,14 @@ Gradients linear_leaky_relu_backward_autograd(const at::Tensor& grad_y, const at
                                 saved_is_output, precision, algorithm, output_mask);
 }
 
-/// The gradient's algorithm for the forward's: the gradient has the vendor GEMMs and Auto; the
-/// forward's own kernels (fused, fused_skinny, the Hopper ones) have no gradient counterpart.
-Strings gradient_algorithm(Strings forward) {
+/// The gradient's algorithm for the forward's, at the same precision: the gradient's products
+/// run on vendor (KokkosBlas::gemm: strict, tf32) or vendor_lt (cuBLASLt: 3xtf32 only) or auto;
+/// the forward's own kernels (fused, fused_skinny, the Hopper ones) have no counterpart there.
+Strings gradient_algorithm(Strings forward, Strings precision) {
   const std::string name(forward.data(), forward.size());
   if (name == "vendor" || name == "vendor_prefill") return "vendor";
-  if (name == "vendor_lt") return "vendor_lt";
+  if (name == "vendor_lt")
+    return std::string(precision.data(), precision.size()) == "3xtf32" ? "vendor_lt" : "vendor";
   return "auto";
 }
 
@@ -454,7 +456,7 @@ class LinearLeakyReLUFunction : public torch::autograd::Function<LinearLeakyReLU
     ctx->saved_data["multiplier"] = multiplier;
     ctx->saved_data["negative_slope"] = negative_slope;
     ctx->saved_data["precision"] = std::string(precision.data(), precision.size());
-    const Strings gradient = gradient_algorithm(algorithm);
+    const Strings gradient = gradient_algorithm(algorithm, precision);
     ctx->saved_data["algorithm"] = std::string(gradient.data(), gradient.size());
   }
 };

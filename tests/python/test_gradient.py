@@ -11,7 +11,7 @@ import torch
 import torch.nn.functional as F
 
 import fused_linear
-from conftest import eager, make_inputs, tf32x3_bound, unit_roundoff
+from conftest import TF32_BOUND, eager, make_inputs, tf32x3_bound, unit_roundoff
 from fused_linear.reference import Model
 
 OP = torch.ops.fused_linear.linear_leaky_relu
@@ -167,6 +167,34 @@ def test_autograd_matches_the_reference(device, shape):
         ours64 = [t.double().requires_grad_() for t in (x, w, b)]
         OP(*ours64, M_, s).backward(dy.double())
         assert_gradients([t.grad for t in ours64], dy.double(), *ours64, M_, s)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_every_forward_path_has_a_backward(device):
+    # Whatever precision and algorithm the forward accepts, its backward runs (the gradient's
+    # own paths: vendor, vendor_lt in 3xtf32, or auto) within the precision's error.
+    x, w, b, dy = _tensors(40, 96, 24, device=device, seed=21)
+    algorithms = ["auto", "vendor", "vendor_prefill", "vendor_lt", "fused", "fused_skinny"]
+    if device == "cuda":
+        algorithms += ["fused_sm90", "skinny_sm90"]
+    ran = 0
+    for precision in ("strict", "tf32", "3xtf32"):
+        for algorithm in algorithms:
+            ours = [t.clone().requires_grad_() for t in (x, w, b)]
+            try:
+                y = OP(*ours, M_, S_, precision, algorithm)
+            except ValueError:
+                continue  # a path this build or device does not run, refused by the forward
+            y.backward(dy)
+            ran += 1
+            if precision == "strict":
+                assert_gradients([t.grad for t in ours], dy, x, w, b, M_, S_)
+                continue
+            wanted = reference_gradients(dy, x, w, b, M_, S_, forward_sign(x, w, b, M_))
+            for mine, ref in zip((t.grad for t in ours), wanted):
+                err = ((mine.double().cpu() - ref).norm() / ref.norm()).item()
+                assert err <= TF32_BOUND, (precision, algorithm, err)
+    assert ran >= 8
 
 
 @pytest.mark.parametrize("mask", [[a, b, c] for a in (0, 1) for b in (0, 1) for c in (0, 1)])
