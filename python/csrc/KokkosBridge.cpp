@@ -385,14 +385,17 @@ struct GradientViews {
   using In2 = Kokkos::View<const T**, Kokkos::LayoutRight, Memory, Kokkos::MemoryUnmanaged>;
   using Out2 = Kokkos::View<T**, Kokkos::LayoutRight, Memory, Kokkos::MemoryUnmanaged>;
   using Out1 = Kokkos::View<T*, Kokkos::LayoutRight, Memory, Kokkos::MemoryUnmanaged>;
+  using Mask = Kokkos::View<const bool**, Kokkos::LayoutRight, Memory, Kokkos::MemoryUnmanaged>;
   In2 X, W, dY, saved;
+  Mask sign;
   Out2 dX, dW;
   Out1 db;
   explicit GradientViews(const BackwardCall& c)
       : X(static_cast<const T*>(c.x), c.m, c.k),
         W(static_cast<const T*>(c.w), c.n, c.k),
         dY(static_cast<const T*>(c.dy), c.m, c.n),
-        saved(static_cast<const T*>(c.saved), c.m, c.n),
+        saved(c.saved_is_sign ? In2() : In2(static_cast<const T*>(c.saved), c.m, c.n)),
+        sign(c.saved_is_sign ? Mask(static_cast<const bool*>(c.saved), c.m, c.n) : Mask()),
         dX(c.dx ? Out2(static_cast<T*>(c.dx), c.m, c.k) : Out2()),
         dW(c.dw ? Out2(static_cast<T*>(c.dw), c.n, c.k) : Out2()),
         db(c.db ? Out1(static_cast<T*>(c.db), c.n) : Out1()) {}
@@ -640,12 +643,17 @@ void run_backward(const BackwardCall& c) {
       FusedLinear::algorithm_from_string(std::string(c.algorithm, c.algorithm_size));
   options.precision =
       FusedLinear::precision_from_string(std::string(c.precision, c.precision_size));
-  options.saved =
-      c.saved_is_output ? FusedLinear::Saved::Output : FusedLinear::Saved::PreActivation;
+  options.saved = c.saved_is_sign     ? FusedLinear::Saved::Sign
+                  : c.saved_is_output ? FusedLinear::Saved::Output
+                                      : FusedLinear::Saved::PreActivation;
   dispatch<GradientViews>(c, [&](const auto& exec, const auto& v) {
     using T = typename std::decay_t<decltype(v.dX)>::non_const_value_type;
-    FusedLinear::linear_leaky_relu_backward(exec, v.X, v.W, v.dY, v.saved, v.dX, v.dW, v.db,
-                                            T(c.multiplier), T(c.negative_slope), options);
+    if (c.saved_is_sign)
+      FusedLinear::linear_leaky_relu_backward(exec, v.X, v.W, v.dY, v.sign, v.dX, v.dW, v.db,
+                                              T(c.multiplier), T(c.negative_slope), options);
+    else
+      FusedLinear::linear_leaky_relu_backward(exec, v.X, v.W, v.dY, v.saved, v.dX, v.dW, v.db,
+                                              T(c.multiplier), T(c.negative_slope), options);
   });
 }
 

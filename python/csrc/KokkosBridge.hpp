@@ -35,8 +35,8 @@ struct Call {
 };
 
 /// One gradient call on row-major storage: X [M,K], W [N,K], dY and `saved` [M,N] (the
-/// forward's output Y, or its pre-activation z), dX [M,K], dW [N,K], db [N]; a null output
-/// is not computed.
+/// forward's output Y, its pre-activation z, or a bool mask of z > 0), dX [M,K], dW [N,K],
+/// db [N]; a null output is not computed.
 struct BackwardCall {
   DType dtype = DType::Float32;
   Where where = Where::Host;
@@ -52,6 +52,7 @@ struct BackwardCall {
   std::int64_t m = 0, k = 0, n = 0;
   double multiplier = 1, negative_slope = 0;
   bool saved_is_output = true;  ///< `saved` is Y (FusedLinear::Saved::Output), else z
+  bool saved_is_sign = false;   ///< `saved` is a bool mask (FusedLinear::Saved::Sign)
   const char* algorithm = "auto";
   std::size_t algorithm_size = 4;
   const char* precision = "strict";

@@ -219,8 +219,9 @@ op_handle() {
 // ------------------------------------------------------------------ the gradient operator
 using Gradients = std::tuple<at::Tensor, at::Tensor, at::Tensor>;
 
-/// grad_y, x, weight, saved: 2-D, strided, one floating dtype and device, and the forward's
-/// extents (x [M,K], weight [N,K], grad_y and saved [M,N]), symbolic ones included.
+/// grad_y, x, weight, saved: 2-D, strided, one floating dtype (saved also bool: a mask of
+/// z > 0) and device, and the forward's extents (x [M,K], weight [N,K], grad_y and saved
+/// [M,N]), symbolic ones included.
 void check_backward_inputs(const at::Tensor& grad_y, const at::Tensor& x, const at::Tensor& weight,
                            const at::Tensor& saved) {
   const std::array<const at::Tensor*, 4> all{&grad_y, &x, &weight, &saved};
@@ -234,9 +235,11 @@ void check_backward_inputs(const at::Tensor& grad_y, const at::Tensor& x, const 
                       "-D");
     TORCH_CHECK_TYPE(t.layout() == at::kStrided, backward_name, ": ", names[i],
                      " must be a dense (strided) tensor");
-    TORCH_CHECK_TYPE(t.scalar_type() == dtype, backward_name,
-                     ": grad_y, x, weight and saved must have one dtype, got ", names[i], " ",
-                     t.scalar_type(), " and x ", dtype);
+    TORCH_CHECK_TYPE(t.scalar_type() == dtype || (&t == &saved && t.scalar_type() == at::kBool),
+                     backward_name,
+                     ": grad_y, x, weight and saved must have one dtype (saved may be a bool "
+                     "mask), got ",
+                     names[i], " ", t.scalar_type(), " and x ", dtype);
     TORCH_CHECK_VALUE(t.device() == x.device(), backward_name,
                       ": grad_y, x, weight and saved must be on one device, got ", names[i], " on ",
                       t.device(), " and x on ", x.device());
@@ -283,6 +286,7 @@ PreparedBackward prepare_backward(const at::Tensor& grad_y, const at::Tensor& x,
   c.multiplier = multiplier;
   c.negative_slope = negative_slope;
   c.saved_is_output = saved_is_output;
+  c.saved_is_sign = saved.scalar_type() == at::kBool;
   c.algorithm = algorithm.data(), c.algorithm_size = algorithm.size();
   c.precision = precision.data(), c.precision_size = precision.size();
   return p;
@@ -392,11 +396,11 @@ Strings gradient_algorithm(Strings forward, Strings precision) {
   return "auto";
 }
 
-/// d/dz LeakyReLU(z) is 1 for z > 0, else the slope (PyTorch's choice at 0). With a slope >= 0,
-/// z > 0 exactly where the output is > 0: the output itself is saved (no memory beyond it; an
-/// in-place change of it before backward() is then refused by autograd's version check). A
-/// negative slope maps both signs to positive outputs: the forward computes z (the library at
-/// slope 1, the identity), saves it and returns leaky_relu(z, slope). The product is never
+/// d/dz LeakyReLU(z) is 1 for z > 0, else the slope (PyTorch's choice at 0). The forward saves
+/// that sign as a bool mask (M*N bytes), not the output, which the caller may then modify in
+/// place, as the reference model allows: with a slope >= 0, z > 0 exactly where y > 0; a
+/// negative slope maps both signs to positive outputs, so the forward computes z (the library
+/// at slope 1, the identity), keeps z > 0 and returns leaky_relu(z, slope). The product is never
 /// recomputed: the backward is the gradient operator, at the forward's precision.
 class LinearLeakyReLUFunction : public torch::autograd::Function<LinearLeakyReLUFunction> {
  public:
@@ -409,19 +413,18 @@ class LinearLeakyReLUFunction : public torch::autograd::Function<LinearLeakyReLU
       at::Tensor y =
           op_handle().call(x, weight, bias, multiplier, negative_slope, precision, algorithm);
       if (!records_graph) return y;  // no backward will run: nothing to save
-      save(ctx, x, weight, y, multiplier, negative_slope, precision, algorithm);
+      save(ctx, x, weight, y > 0, multiplier, negative_slope, precision, algorithm);
       return y;
     }
     at::Tensor z = op_handle().call(x, weight, bias, multiplier, 1.0, precision, algorithm);
-    at::Tensor y = at::leaky_relu(z, negative_slope);
-    save(ctx, x, weight, z, multiplier, negative_slope, precision, algorithm);
-    return y;
+    save(ctx, x, weight, z > 0, multiplier, negative_slope, precision, algorithm);
+    return at::leaky_relu(z, negative_slope);
   }
 
   static torch::autograd::variable_list backward(torch::autograd::AutogradContext* ctx,
                                                  torch::autograd::variable_list grads) {
     const auto saved = ctx->get_saved_variables();
-    const at::Tensor &x = saved[0], &weight = saved[1], &kept = saved[2];
+    const at::Tensor &x = saved[0], &weight = saved[1], &positive = saved[2];
     const double m = ctx->saved_data["multiplier"].toDouble();
     const double s = ctx->saved_data["negative_slope"].toDouble();
     const at::Tensor& dy = grads[0];
@@ -430,8 +433,7 @@ class LinearLeakyReLUFunction : public torch::autograd::Function<LinearLeakyReLU
                                    ctx->needs_input_grad(2)};
     if (dy.defined() && at::GradMode::is_enabled()) {
       // create_graph (double backward): PyTorch ops, whose own gradients autograd knows.
-      // kept > 0 is z > 0 for either kind of saved tensor (see the class comment).
-      const at::Tensor g = at::where(kept > 0, dy, dy * s) * m;
+      const at::Tensor g = at::where(positive, dy, dy * s) * m;
       if (mask[0]) dx = g.mm(weight);
       if (mask[1]) dw = g.t().mm(x);
       if (mask[2]) db = g.sum(0);
@@ -440,7 +442,7 @@ class LinearLeakyReLUFunction : public torch::autograd::Function<LinearLeakyReLU
       const std::string& algorithm = ctx->saved_data["algorithm"].toStringRef();
       at::AutoDispatchBelowADInplaceOrView below_autograd;
       std::tie(dx, dw, db) =
-          backward_handle().call(dy, x, weight, kept, m, s, /*saved_is_output=*/s >= 0,
+          backward_handle().call(dy, x, weight, positive, m, s, /*saved_is_output=*/false,
                                  Strings(precision.data(), precision.size()),
                                  Strings(algorithm.data(), algorithm.size()), mask);
     }
@@ -448,11 +450,12 @@ class LinearLeakyReLUFunction : public torch::autograd::Function<LinearLeakyReLU
   }
 
  private:
-  /// x and weight (the inputs: no memory of their own), Y or z, and the call's parameters.
+  /// x and weight (the inputs: no memory of their own), the mask of z > 0, and the call's
+  /// parameters.
   static void save(torch::autograd::AutogradContext* ctx, const at::Tensor& x,
-                   const at::Tensor& weight, const at::Tensor& kept, double multiplier,
+                   const at::Tensor& weight, const at::Tensor& positive, double multiplier,
                    double negative_slope, Strings precision, Strings algorithm) {
-    ctx->save_for_backward({x, weight, kept});
+    ctx->save_for_backward({x, weight, positive});
     ctx->saved_data["multiplier"] = multiplier;
     ctx->saved_data["negative_slope"] = negative_slope;
     ctx->saved_data["precision"] = std::string(precision.data(), precision.size());
@@ -623,7 +626,8 @@ TORCH_LIBRARY(fused_linear, m) {
       "linear_leaky_relu(Tensor x, Tensor weight, Tensor bias, float multiplier, "
       "float negative_slope, str precision=\"strict\", str algorithm=\"auto\") -> Tensor");
   // The layer's gradient (dX, dW, db; an output output_mask leaves out is None), from the
-  // forward's output (saved_is_output, slope >= 0) or its pre-activation (any slope).
+  // forward's output (saved_is_output, slope >= 0), its pre-activation (any slope) or a bool
+  // mask of pre-activation > 0 (any slope; saved_is_output is then not read).
   m.def(
       "linear_leaky_relu_backward(Tensor grad_y, Tensor x, Tensor weight, Tensor saved, "
       "float multiplier, float negative_slope, bool saved_is_output, str precision, "

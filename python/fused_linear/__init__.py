@@ -65,8 +65,8 @@ def linear_leaky_relu(
     "strict" (IEEE fp32), "3xtf32" (fp32-accurate on tensor cores), "tf32"; algorithm: "auto"
     or one of the library's paths. Non-contiguous tensors are copied to contiguous first.
     Differentiable in x, weight and bias: the backward is :func:`linear_leaky_relu_backward`
-    at the same precision, from the output (saved; negative_slope >= 0: modifying it in place
-    before backward() is an error) or the pre-activation (saved; a negative slope).
+    at the same precision, from a bool mask of the pre-activation's sign that the forward
+    saves (one byte per output element; the output may be modified in place before backward()).
     """
     return _ops.linear_leaky_relu(
         x, weight, bias, float(multiplier), float(negative_slope), precision, algorithm
@@ -89,9 +89,10 @@ def linear_leaky_relu_backward(
     upstream gradient ``grad_y`` [M, N], as PyTorch's autograd computes them for the reference
     model; an output ``output_mask`` leaves out is None.
 
-    ``saved`` [M, N] is the forward's output (``saved_is_output=True``; negative_slope >= 0) or
-    its pre-activation ``multiplier * (x @ weight.T + bias)`` (``saved_is_output=False``, any
-    slope), which :func:`linear_leaky_relu` computes with ``negative_slope=1``. precision:
+    ``saved`` [M, N] is the forward's output (``saved_is_output=True``; negative_slope >= 0),
+    its pre-activation ``z = multiplier * (x @ weight.T + bias)`` (``saved_is_output=False``,
+    any slope), which :func:`linear_leaky_relu` computes with ``negative_slope=1``, or a bool
+    mask of ``z > 0`` (any slope; ``saved_is_output`` is then not read). precision:
     "strict", "3xtf32", "tf32" (on CUDA; the host computes strict); algorithm: "auto",
     "vendor" or "vendor_lt". Non-contiguous tensors are copied to contiguous first.
     """

@@ -16,8 +16,8 @@ class FusedLinearLeakyReLU(nn.Module):
     initialisation drawing the same random numbers (a model built after the same seed has the
     reference's weights) and the same state_dict keys, ``gemm.weight`` and ``gemm.bias``.
     Inputs of shape [..., in_features]; leading dimensions are flattened for the call. The
-    backward is the library's gradient at the module's precision (for negative_slope >= 0 it
-    reads the output: modifying that in place before backward() is an error).
+    backward is the library's gradient at the module's precision, from a bool mask of the
+    pre-activation's sign the forward saves (one byte per output element).
     """
 
     def __init__(

@@ -154,6 +154,11 @@ def test_operator_matches_the_reference(device, dtype, m, s):
         got = BACKWARD(dy, x, w, saved, m, s, as_output, "strict", "auto", ALL)
         assert all(t.device == x.device for t in got)
         assert_gradients(got, dy, x, w, b, m, s)
+    # A bool mask of z > 0 (what the layer's forward saves): the same bits as from z.
+    z = _saved(x, w, b, m, s, False)
+    from_mask = BACKWARD(dy, x, w, z > 0, m, s, True, "strict", "auto", ALL)
+    from_z = BACKWARD(dy, x, w, z, m, s, False, "strict", "auto", ALL)
+    assert all(torch.equal(a, c) for a, c in zip(from_mask, from_z))
 
 
 @pytest.mark.parametrize("shape", [(1, 1, 1), (7, 13, 5), (130, 300, 70), (300, 16, 200)])
@@ -328,23 +333,17 @@ def _saved_by_forward(x, w, b, s):
     return y, saved
 
 
-def test_forward_saves_the_output_for_a_slope_of_zero_or_more():
+@pytest.mark.parametrize("s", [S_, 0.0, -0.3])
+def test_forward_saves_the_sign_of_the_pre_activation(s):
     x, w, b, _ = _tensors(10, 20, 6, seed=12)
     x.requires_grad_()
-    y, saved = _saved_by_forward(x, w, b, S_)
-    assert len(saved) == 3  # x, weight, Y: no mask, no pre-activation
+    y, saved = _saved_by_forward(x, w, b, s)
+    assert len(saved) == 3  # x, weight and a bool mask: neither Y nor z
     assert saved[0].data_ptr() == x.data_ptr() and saved[1].data_ptr() == w.data_ptr()
-    assert saved[2].data_ptr() == y.data_ptr()
-
-
-def test_forward_saves_the_pre_activation_for_a_negative_slope():
-    x, w, b, _ = _tensors(10, 20, 6, seed=12)
-    x.requires_grad_()
-    y, saved = _saved_by_forward(x, w, b, -0.3)
-    assert len(saved) == 3 and saved[2].data_ptr() != y.data_ptr()
-    z = saved[2]
-    assert torch.equal(z, OP(x.detach(), w, b, M_, 1.0))
-    assert torch.equal(y, F.leaky_relu(z, -0.3)) and torch.equal(y, OP(x.detach(), w, b, M_, -0.3))
+    assert saved[2].dtype == torch.bool and saved[2].shape == y.shape
+    z = OP(x.detach(), w, b, M_, 1.0)
+    assert torch.equal(saved[2], z > 0)
+    assert torch.equal(y, F.leaky_relu(z, s)) and torch.equal(y, OP(x.detach(), w, b, M_, s))
 
 
 def test_nothing_is_saved_without_a_graph():

@@ -63,9 +63,12 @@ constexpr bool check_gradient_types() {
                     std::is_same<typename DBView::value_type, Scalar>::value,
                 "FusedLinear: dX, dW and db must not be Views of const");
   static_assert(std::is_same<typename XView::non_const_value_type, Scalar>::value &&
-                    std::is_same<typename WView::non_const_value_type, Scalar>::value &&
-                    std::is_same<typename SavedView::non_const_value_type, Scalar>::value,
-                "FusedLinear: X, W, dY, saved, dX, dW and db must have one value type");
+                    std::is_same<typename WView::non_const_value_type, Scalar>::value,
+                "FusedLinear: X, W, dY, dX and dW and db must have one value type");
+  using Saved_ = typename SavedView::non_const_value_type;
+  static_assert(std::is_same<Saved_, Scalar>::value || std::is_integral<Saved_>::value,
+                "FusedLinear: saved must hold the value type (Y or z) or a sign mask (bool or "
+                "integers)");
   static_assert(
       Kokkos::SpaceAccessibility<ExecSpace, typename XView::memory_space>::accessible &&
           Kokkos::SpaceAccessibility<ExecSpace, typename WView::memory_space>::accessible &&
@@ -99,8 +102,10 @@ struct GradientPrepass {
   bool write_g, sum_db;
 
   KOKKOS_INLINE_FUNCTION Scalar g(std::int64_t m, std::int64_t n) const {
+    using Saved = typename SavedView::non_const_value_type;
     const Scalar dy = dY(m, n);
-    return (saved(m, n) > Scalar(0) ? dy : dy * slope) * multiplier;
+    // y > 0, z > 0 (NaN is not), or the mask's nonzero.
+    return (saved(m, n) > Saved(0) ? dy : dy * slope) * multiplier;
   }
   KOKKOS_INLINE_FUNCTION void operator()(std::int64_t block, std::int64_t n) const {
     const std::int64_t last = (block + 1) * gradient_rows_per_partial;
@@ -239,10 +244,17 @@ class GradientImpl {
       refuse(function, "multiplier must be finite, got " + std::to_string(double(multiplier)));
     if (!std::isfinite(double(slope)))
       refuse(function, "negative_slope must be finite, got " + std::to_string(double(slope)));
+    constexpr bool mask = std::is_integral<typename SavedView::non_const_value_type>::value;
+    if (mask != (o.saved == Saved::Sign))
+      refuse(function, mask ? "saved is a View of integers (a sign mask): options.saved must be "
+                              "Saved::Sign"
+                            : "Saved::Sign takes a mask of bool or integers, not a View of the "
+                              "value type (Y or z: Saved::Output or Saved::PreActivation)");
     if (o.saved == Saved::Output && slope < S(0))
       refuse(function,
              "a negative slope maps negative pre-activations to positive outputs, so Y cannot "
-             "tell the LeakyReLU's branch: pass the pre-activation z (Saved::PreActivation)");
+             "tell the LeakyReLU's branch: pass the pre-activation z (Saved::PreActivation) or "
+             "a mask of z > 0 (Saved::Sign)");
   }
 
   /// Extents, data, aliasing: every refusal before anything is written.
