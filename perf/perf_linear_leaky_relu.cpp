@@ -191,14 +191,15 @@ FusedLinearCli::Cli command_line(Config& c) {
           "plans made with its options, the outputs checked against a float64 host reference "
           "(the gradient's from the sign of the saved View, as the library reads it)")
       .option(
-          "--saved", "output|preactivation",
+          "--saved", "output|preactivation|sign",
           [&c, one_of](const std::string& saved) {
-            one_of(saved, {"output", "preactivation"});
-            c.saved =
-                saved == "output" ? FusedLinear::Saved::Output : FusedLinear::Saved::PreActivation;
+            one_of(saved, {"output", "preactivation", "sign"});
+            c.saved = saved == "output"          ? FusedLinear::Saved::Output
+                      : saved == "preactivation" ? FusedLinear::Saved::PreActivation
+                                                 : FusedLinear::Saved::Sign;
           },
-          "--pass backward: the gradient reads Y (default) or the pre-activation z (the forward "
-          "with slope 1), GradientOptions::saved")
+          "--pass backward: the gradient reads Y (default), the pre-activation z (the forward "
+          "with slope 1) or a bool mask of z > 0 (from that z), GradientOptions::saved")
       .integer("--warmup", "N", c.warmup, 0,
                "untimed calls per path after the checked one, and at least 100 ms of them "
                "(default 5)")
@@ -243,8 +244,8 @@ void resolve_defaults(Config& c) {
     c.algorithms.assign(std::begin(gradient_algorithms), std::end(gradient_algorithms));
   if (c.pass == Pass::Step && c.saved != FusedLinear::Saved::Output)
     throw std::invalid_argument(
-        "--saved preactivation: a training step saves its Y (--pass "
-        "backward times the gradient on z)");
+        "--saved: a training step saves its Y (--pass backward times the gradient on z or on "
+        "a mask)");
   if (c.check_rows == 0)
     c.check_rows = double(s.M) * double(s.N) * double(s.K) <= all_rows_limit ? s.M : sampled_rows;
   c.check_rows = std::min(c.check_rows, s.M);
@@ -583,9 +584,10 @@ struct GradientReference {
 /// near 0 to the other side of 0 than float64 would, one element of G changes by about
 /// |dY| multiplier, which a float64 z would count against the gradient (4e-3 relative error
 /// in dX for one such element at 128x1024x512) though it is the forward's rounding.
-template <class HostView>
+template <class HostView, class HostSaved>
 GradientReference gradient_reference(const HostView& x, const HostView& w, const HostView& dy,
-                                     const HostView& saved, const std::vector<std::int64_t>& rows_x,
+                                     const HostSaved& saved,
+                                     const std::vector<std::int64_t>& rows_x,
                                      const std::vector<std::int64_t>& rows_w, double multiplier,
                                      double slope) {
   using Host = Kokkos::DefaultHostExecutionSpace;
@@ -645,15 +647,29 @@ struct TrainingResult {
   std::string refused;  // why the path cannot run here (then nothing else is set)
 };
 
+/// mask(i, j) = z(i, j) > 0, for --saved sign (a functor: the device runs it).
+template <class Mask, class Z>
+struct SignOf {
+  Mask mask;
+  Z z;
+  KOKKOS_INLINE_FUNCTION void operator()(std::int64_t i, std::int64_t j) const {
+    mask(i, j) = z(i, j) > 0;
+  }
+};
+
 /// --pass backward|step on one layout: inputs, plans, checks against the float64 reference,
-/// then the timed rounds, as run() does for the layer.
-template <class Layout>
+/// then the timed rounds, as run() does for the layer. `Mask`: the value type of --saved sign's
+/// View (Scalar otherwise: the gradient reads Y or z, written into Y).
+template <class Layout, class Mask = Scalar>
 std::vector<TrainingResult> run_training(const Config& c) {
   using Matrix = Kokkos::View<Scalar**, Layout, MemorySpace, Kokkos::MemoryUnmanaged>;
   using Vector = Kokkos::View<Scalar*, Layout, MemorySpace>;
+  constexpr bool sign = !std::is_same<Mask, Scalar>::value;
+  using Saved =
+      typename std::conditional<sign, Kokkos::View<Mask**, Layout, MemorySpace>, Matrix>::type;
   using Plan = FusedLinear::Plan<ExecSpace, Matrix, Matrix, Vector, Matrix>;
   using GradientPlan =
-      FusedLinear::GradientPlan<ExecSpace, Matrix, Matrix, Matrix, Matrix, Matrix, Matrix, Vector>;
+      FusedLinear::GradientPlan<ExecSpace, Matrix, Matrix, Matrix, Saved, Matrix, Matrix, Vector>;
   const auto M = c.shape.M, K = c.shape.K, N = c.shape.N;
   const bool step = c.pass == Pass::Step;
   AlignedMatrices<Matrix> matrix(c.alignment);
@@ -670,12 +686,23 @@ std::vector<TrainingResult> run_training(const Config& c) {
     Kokkos::fence();
   }
   const Scalar multiplier(c.multiplier), slope(c.slope);
+  Saved saved;  // what the gradient reads: Y (a step, --saved output or preactivation) or a mask
   if (!step) {
-    // Written once, by the layer's auto plan: Y, or z (the layer with slope 1, the identity).
-    const bool z = c.saved == FusedLinear::Saved::PreActivation;
+    // Written once, by the layer's auto plan: Y, or z (the layer with slope 1, the identity),
+    // and for --saved sign the mask of z > 0 from that z.
+    const bool z = c.saved != FusedLinear::Saved::Output;
     Plan(ExecSpace(), X, W, b, Y, multiplier, z ? Scalar(1) : slope, Algorithm::Auto)
         .execute(X, W, b, Y);
     Kokkos::fence();
+  }
+  if constexpr (sign) {
+    saved = Saved(uninitialized("mask"), M, N);
+    using Policy =
+        Kokkos::MDRangePolicy<ExecSpace, Kokkos::Rank<2>, Kokkos::IndexType<std::int64_t>>;
+    Kokkos::parallel_for("perf::sign", Policy({0, 0}, {M, N}), SignOf<Saved, Matrix>{saved, Y});
+    Kokkos::fence();
+  } else {
+    saved = Y;
   }
 
   // Checked: the rows of X (dX, and Y in a step) and of W (dW) that --check-rows gives.
@@ -685,12 +712,12 @@ std::vector<TrainingResult> run_training(const Config& c) {
   const HostReference y_ref = step ? forward_reference(X, W, b, rows_x, c) : HostReference();
   const HostMatrix x_host = host_row_major(X), w_host = host_row_major(W);
   const HostMatrix dy_host = host_row_major(dY);
-  const auto reference = [&](const HostMatrix& saved) {
-    return gradient_reference(x_host, w_host, dy_host, saved, rows_x, rows_w, c.multiplier,
+  const auto reference = [&](const auto& saved_host) {
+    return gradient_reference(x_host, w_host, dy_host, saved_host, rows_x, rows_w, c.multiplier,
                               c.slope);
   };
   GradientReference fixed;  // --pass backward: every path reads the same `saved`
-  if (!step) fixed = reference(host_row_major(Y));
+  if (!step) fixed = reference(Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), saved));
 
   std::vector<FusedLinear::Options> requests;
   for (const Algorithm a : c.algorithms) {
@@ -716,7 +743,7 @@ std::vector<TrainingResult> run_training(const Config& c) {
       Kokkos::fence();
       Kokkos::Timer timer;
       if (step) plan.reset(new Plan(ExecSpace(), X, W, b, Y, multiplier, slope, o));
-      gradient.reset(new GradientPlan(ExecSpace(), X, W, dY, Y, dX, dW, db, multiplier, slope,
+      gradient.reset(new GradientPlan(ExecSpace(), X, W, dY, saved, dX, dW, db, multiplier, slope,
                                       r.gradient_options));
       Kokkos::fence();
       r.plan_ms = timer.seconds() * 1e3;
@@ -738,11 +765,11 @@ std::vector<TrainingResult> run_training(const Config& c) {
     if (c.one_shot) {
       if (step)
         FusedLinear::linear_leaky_relu(ExecSpace(), X, W, b, Y, multiplier, slope, r.options);
-      FusedLinear::linear_leaky_relu_backward(ExecSpace(), X, W, dY, Y, dX, dW, db, multiplier,
+      FusedLinear::linear_leaky_relu_backward(ExecSpace(), X, W, dY, saved, dX, dW, db, multiplier,
                                               slope, r.gradient_options);
     } else {
       if (step) plans[i]->execute(X, W, b, Y);
-      gradients[i]->execute(X, W, dY, Y, dX, dW, db);
+      gradients[i]->execute(X, W, dY, saved, dX, dW, db);
     }
   };
   const Scalar nan = std::numeric_limits<Scalar>::quiet_NaN();
@@ -762,12 +789,15 @@ std::vector<TrainingResult> run_training(const Config& c) {
   }
 
   const std::vector<std::vector<double>> ms = warm_up_and_time(c, runnable, results.size(), call);
-  // Two products a backward, three a step; each matrix read or written once.
+  // Two products a backward, three a step; each matrix read or written once (the saved View
+  // in its own value type: a mask of bool is a quarter of Y).
   const double mnk = double(M) * double(N) * double(K);
   const double flops = (step ? 6.0 : 4.0) * mnk;
-  const double gradient_values = 2.0 * (double(M) * K + double(N) * K + double(M) * N) + N;
-  const double forward_values = double(M) * K + double(N) * K + N + double(M) * N;
-  const double bytes = sizeof(Scalar) * (gradient_values + (step ? forward_values : 0));
+  const double gradient_bytes =
+      sizeof(Scalar) * (2.0 * (double(M) * K + double(N) * K) + double(M) * N + N) +
+      sizeof(typename Saved::value_type) * double(M) * N;
+  const double forward_bytes = sizeof(Scalar) * (double(M) * K + double(N) * K + N + double(M) * N);
+  const double bytes = gradient_bytes + (step ? forward_bytes : 0);
   for (const std::size_t i : runnable) {
     const std::vector<double>& t = ms[i];
     TrainingResult& r = results[i];
@@ -880,16 +910,19 @@ std::string shape_string(const Shape& s) {
 }
 
 /// What each timed call is, for the header.
+const char* saved_name(FusedLinear::Saved s) {
+  return s == FusedLinear::Saved::Output          ? "output"
+         : s == FusedLinear::Saved::PreActivation ? "preactivation"
+                                                  : "sign";
+}
+
 std::string timed_calls(const Config& c) {
   const std::string forward = c.one_shot ? "one-shot linear_leaky_relu" : "Plan::execute";
   const std::string gradient =
       c.one_shot ? "one-shot linear_leaky_relu_backward" : "GradientPlan::execute";
   switch (c.pass) {
     case Pass::Forward: return forward;
-    case Pass::Backward:
-      return gradient +
-             " (saved: " + (c.saved == FusedLinear::Saved::Output ? "Y" : "the pre-activation z") +
-             ")";
+    case Pass::Backward: return gradient + " (saved: " + saved_name(c.saved) + ")";
     case Pass::Step: break;
   }
   return forward + " then " + gradient + " (a training step)";
@@ -981,7 +1014,7 @@ FusedLinearJson::Object config_json(const Config& c, double library_init_ms) {
       .number("library_init_ms", library_init_ms)
       .string("blas_library", FusedLinear::Impl::blas_library_path())
       .string("pass", to_string(c.pass))
-      .string("saved", c.saved == FusedLinear::Saved::Output ? "output" : "preactivation")
+      .string("saved", saved_name(c.saved))
       .string("kokkos_configuration", kokkos_configuration());
   return config;
 }
@@ -1136,9 +1169,12 @@ int main(int argc, char* argv[]) {
     const double library_init_ms = config.layout_left ? left.emplace().ms : right.emplace().ms;
     std::cout << "libraries initialised in " << library_init_ms << " ms (before the plans)\n";
     if (config.pass != Pass::Forward) {
-      const std::vector<TrainingResult> results = config.layout_left
-                                                      ? run_training<Kokkos::LayoutLeft>(config)
-                                                      : run_training<Kokkos::LayoutRight>(config);
+      const bool sign = config.saved == FusedLinear::Saved::Sign;
+      const std::vector<TrainingResult> results =
+          config.layout_left ? (sign ? run_training<Kokkos::LayoutLeft, bool>(config)
+                                     : run_training<Kokkos::LayoutLeft>(config))
+                             : (sign ? run_training<Kokkos::LayoutRight, bool>(config)
+                                     : run_training<Kokkos::LayoutRight>(config));
       print_training_table(results, config);
       if (!config.json_path.empty()) {
         write_training_json(config.json_path, config, library_init_ms, results);
