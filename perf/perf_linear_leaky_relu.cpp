@@ -580,10 +580,10 @@ struct GradientReference {
 
 /// The gradient as the library defines it (PyTorch's autograd), in float64 on the host:
 /// G = (saved > 0 ? dY : dY * slope) * multiplier, dX = G W, dW = G^T X, db = G's column sums.
-/// The sign is read from the `saved` View the library reads (Y or z): where fp32 rounded a z
-/// near 0 to the other side of 0 than float64 would, one element of G changes by about
-/// |dY| multiplier, which a float64 z would count against the gradient (4e-3 relative error
-/// in dX for one such element at 128x1024x512) though it is the forward's rounding.
+/// The sign is read from the `saved` View the library reads (Y, z or a mask): where fp32
+/// rounded a z near 0 to the other side of 0 than float64 would, one element of G changes by
+/// |dY| multiplier (1 - slope), moving a row of dX and of dW far beyond any bound, though it
+/// is the forward's rounding, which the forward's check counts.
 template <class HostView, class HostSaved>
 GradientReference gradient_reference(const HostView& x, const HostView& w, const HostView& dy,
                                      const HostSaved& saved,
