@@ -6,6 +6,7 @@
 
 #include "FusedLinear/Config.hpp"
 #include "FusedLinear/Epilogue.hpp"
+#include "FusedLinear/Gradient.hpp"
 #include "FusedLinear/LinearLeakyReLU.hpp"
 #include "FusedLinear/Plan.hpp"
 #include "FusedLinear/Reference.hpp"

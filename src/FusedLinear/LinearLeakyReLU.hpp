@@ -16,11 +16,9 @@
 #include "FusedLinear/Types.hpp"
 #include "FusedLinear/impl/Checks.hpp"
 #include "FusedLinear/impl/Errors.hpp"
-#include "FusedLinear/impl/Fork.hpp"
+#include "FusedLinear/impl/OneShot.hpp"
 #include "FusedLinear/impl/PlanCache.hpp"
 #include "FusedLinear/impl/PlanImplEti.hpp"  // PlanImpl, its extern instantiations
-#include "FusedLinear/impl/cuda/Device.hpp"
-#include "FusedLinear/impl/engines/Engine.hpp"  // ExecDeviceGuard
 
 namespace FusedLinear {
 
@@ -58,47 +56,17 @@ RunInfo linear_leaky_relu(const ExecSpace& exec, const XView& X, const WView& W,
       Impl::PlanImpl<ExecSpace, Impl::CanonicalInput<ExecSpace, XView>,
                      Impl::CanonicalInput<ExecSpace, WView>, Impl::CanonicalInput<ExecSpace, BView>,
                      Impl::CanonicalOutput<ExecSpace, YView>>;
-  using Cached = Impl::CachedPlan<Plan_, ExecSpace>;
   constexpr const char* function = "FusedLinear::linear_leaky_relu";
-  Impl::refuse_if_forked(exec, function);  // before any device call
-  // The instance's device first: every CUDA query below reads or changes that device's state.
-  Impl::ExecDeviceGuard<ExecSpace> device(exec, function);
-  bool capturing = false;
-#if defined(KOKKOS_ENABLE_CUDA)
-  Impl::StreamCapture capture;
-  if constexpr (std::is_same<ExecSpace, Kokkos::Cuda>::value) {
-    capture = Impl::stream_capture(exec.cuda_stream());
-    capturing = capture.capturing;
-  }
-#endif
-  const std::optional<std::uint64_t> scope = Impl::plan_scope(exec);
-  const Impl::PlanKey key =
-      Impl::plan_key<Plan_>(scope.value_or(0), X, W, b, Y, multiplier, negative_slope, options);
-  Impl::PlanCache& cache = Impl::PlanCache::instance();
-  std::shared_ptr<Cached> cached;
-  if (capturing) {
-#if defined(KOKKOS_ENABLE_CUDA)
-    if constexpr (std::is_same<ExecSpace, Kokkos::Cuda>::value)
-      cached = cache.for_capture<Cached>(key, exec.cuda_stream(), capture, function);
-#endif
-  } else {
-#if defined(KOKKOS_ENABLE_CUDA)
-    if constexpr (std::is_same<ExecSpace, Kokkos::Cuda>::value)
-      cache.not_capturing(exec.cuda_stream());
-#endif
-    cached = cache.get<Cached>(key, [&] {
-      return std::make_unique<Cached>(exec, X, W, b, Y, multiplier, negative_slope, options,
-                                      function);
-    });
-  }
-  std::lock_guard<std::mutex> lock(cached->mutex);
-  cached->done.order_after(exec, capturing);
-  cached->plan.execute(exec, X, W, b, Y, function);
-  cached->done.record(exec, capturing);
-  // An instance this cache cannot tell from another shares the plan's workspace with them: its
-  // work must be done before another call may start.
-  if (!scope && cached->plan.workspace_bytes() > 0) exec.fence();
-  return cached->plan.info();
+  return Impl::run_cached<Plan_>(
+      exec, function,
+      [&](std::uint64_t scope) {
+        return Impl::plan_key<Plan_>(scope, X, W, b, Y, multiplier, negative_slope, options);
+      },
+      [&] {
+        return std::make_unique<Impl::CachedPlan<Plan_, ExecSpace>>(
+            exec, X, W, b, Y, multiplier, negative_slope, options, function);
+      },
+      [&](const Plan_& plan) { plan.execute(exec, X, W, b, Y, function); });
 }
 
 /// Same as above on the default instance of Y's execution space.

@@ -222,6 +222,36 @@ struct Measurement {
   double bound_ms = 0;
 };
 
+/// What the forward left for the gradient (Gradient.hpp): the layer's output Y, or the
+/// pre-activation z = multiplier * (X . W^T + b).
+enum class Saved {
+  /// Y itself: y > 0 exactly where z > 0 when negative_slope >= 0 (no memory beyond Y).
+  Output,
+  /// z, [M,N]: what a negative slope needs (it maps both signs of z to positive outputs).
+  PreActivation,
+};
+
+/// What to run for the gradient (GradientPlan, linear_leaky_relu_backward).
+struct GradientOptions {
+  /// Auto (a cost model per product), Vendor (KokkosBlas::gemm) or VendorLt (cuBLASLt).
+  Algorithm algorithm = Algorithm::Auto;
+  /// The products' arithmetic; under Algorithm::Auto a floor, as the forward's.
+  Precision precision = Precision::Strict;
+  /// How Algorithm::Auto chooses each product's path: the cost model, or by timing them.
+  Planning planning = Planning::Estimate;
+  /// dW += G^T . X and db += sum of G's rows (gradient accumulation) instead of overwriting.
+  bool accumulate = false;
+  /// What the `saved` View holds.
+  Saved saved = Saved::Output;
+};
+
+/// What a gradient plan runs for each product (RunInfo's fields; Gemm::None where the product
+/// is skipped or empty). db is summed by the library's own pass over G in every case.
+struct GradientInfo {
+  RunInfo dx;  ///< dX = G . W
+  RunInfo dw;  ///< dW = G^T . X
+};
+
 }  // namespace FusedLinear
 
 #endif

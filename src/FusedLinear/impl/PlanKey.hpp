@@ -22,18 +22,19 @@ namespace Impl {
 struct PlanKey {
   const std::type_info* type;  // the plan's type: value type, layouts, memory spaces
   std::uint64_t scope;
-  std::int64_t extents[3];   // M, K, N
-  std::int64_t strides[7];   // X, W (2 each), b, Y (2)
-  std::uint64_t alignments;  // log2 of min(256, alignment) of X, W, b, Y, 8 bits each
+  std::int64_t extents[3];  // M, K, N
+  // The forward: X, W (2 each), b, Y (2); the gradient: X, W, dY, saved, dX, dW (2 each), db.
+  std::int64_t strides[13];
+  std::uint64_t alignments;  // log2 of min(256, alignment) of each View, in order, 8 bits each
   double multiplier, slope;
   std::uint64_t partials_limit;
   std::uint64_t measure_clock;  // options.tuning.measure_clock (tests): another plan
   std::int32_t algorithm, precision, splits, sm90_kernel;
-  std::int32_t planning, unused;
+  std::int32_t planning, flags;  // the gradient's: accumulate, saved, outputs present
 
   bool operator==(const PlanKey& o) const { return std::memcmp(this, &o, sizeof *this) == 0; }
 };
-static_assert(sizeof(PlanKey) == 160, "PlanKey has no padding");
+static_assert(sizeof(PlanKey) == 208, "PlanKey has no padding");
 
 inline std::uint64_t alignment_log2(const void* p) {
   const auto a = reinterpret_cast<std::uintptr_t>(p);

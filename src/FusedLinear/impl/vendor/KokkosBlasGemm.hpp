@@ -71,35 +71,43 @@ constexpr Gemm kokkos_blas_gemm() {
              : Gemm::KokkosKernelsNative;
 }
 
-/// Y = alpha X . W^T + beta Y through KokkosBlas::gemm, ordered on `exec`: after its earlier
-/// work, before its later work. `tf32` only where cuBLAS serves the Views (the plan checked).
-template <class ExecSpace, class XView, class WView, class YView, class Scalar>
-void kokkos_blas_gemm_nt(const ExecSpace& exec, Scalar alpha, const XView& X, const WView& W,
-                         Scalar beta, const YView& Y, bool tf32) {
+/// C = alpha op_a(A) . op_b(B) + beta C through KokkosBlas::gemm ("N" or "T" each), ordered on
+/// `exec`: after its earlier work, before its later work. `tf32` only where cuBLAS serves the
+/// Views (the plan checked).
+template <class ExecSpace, class AView, class BView, class CView, class Scalar>
+void kokkos_blas_gemm(const ExecSpace& exec, const char* op_a, const char* op_b, Scalar alpha,
+                      const AView& A, const BView& B, Scalar beta, const CView& C, bool tf32) {
 #if defined(FUSED_LINEAR_CUBLAS)
-  if constexpr (kokkos_blas_gemm<ExecSpace, XView, WView, YView>() == Gemm::Cublas) {
+  if constexpr (kokkos_blas_gemm<ExecSpace, AView, BView, CView>() == Gemm::Cublas) {
     CacheConfigGuard cache_config(exec.cuda_stream());
 #if defined(FUSED_LINEAR_GEMM_TAKES_SPACE)
     CublasHandleGuard handle(exec.cuda_stream(), false, tf32);
-    KokkosBlas::gemm(exec, "N", "T", alpha, X, W, beta, Y);
+    KokkosBlas::gemm(exec, op_a, op_b, alpha, A, B, beta, C);
 #else
     CublasHandleGuard handle(exec.cuda_stream(), true, tf32);
-    KokkosBlas::gemm("N", "T", alpha, X, W, beta, Y);
+    KokkosBlas::gemm(op_a, op_b, alpha, A, B, beta, C);
 #endif
     return;
   }
 #endif
   if (tf32) throw std::logic_error("FusedLinear: TF32 requested without cuBLAS");
 #if defined(FUSED_LINEAR_GEMM_TAKES_SPACE)
-  KokkosBlas::gemm(exec, "N", "T", alpha, X, W, beta, Y);
+  KokkosBlas::gemm(exec, op_a, op_b, alpha, A, B, beta, C);
 #else
   // Kokkos Kernels 3.4 runs the vendor BLAS or its native kernel on the default instance of
   // ExecSpace, which need not be `exec` (another CUDA stream): order it after the caller's
-  // earlier work (which may be writing X), and the caller's later work (the epilogue) after it.
+  // earlier work (which may be writing A), and the caller's later work (the epilogue) after it.
   exec.fence();
-  KokkosBlas::gemm("N", "T", alpha, X, W, beta, Y);
+  KokkosBlas::gemm(op_a, op_b, alpha, A, B, beta, C);
   ExecSpace().fence();
 #endif
+}
+
+/// Y = alpha X . W^T + beta Y: the forward's product.
+template <class ExecSpace, class XView, class WView, class YView, class Scalar>
+void kokkos_blas_gemm_nt(const ExecSpace& exec, Scalar alpha, const XView& X, const WView& W,
+                         Scalar beta, const YView& Y, bool tf32) {
+  kokkos_blas_gemm(exec, "N", "T", alpha, X, W, beta, Y, tf32);
 }
 
 }  // namespace Impl
