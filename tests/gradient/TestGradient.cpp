@@ -506,6 +506,72 @@ TEST(GradientErrors, ExtentsMismatchRefused) {
   EXPECT_TRUE(untouched(p));
 }
 
+// Requests no product path serves, refused by name through both entry points: the forward's
+// own kernels (the gradient's products run on auto, vendor or vendor_lt), tensor-core
+// precisions on double Views, vendor_lt in anything but 3xtf32, explicit tensor-core requests
+// where nothing computes them (the host), non-finite parameters. Where a GPU serves an explicit
+// request, it runs exactly what was asked.
+TEST(GradientErrors, UnservedRequestsRefused) {
+  PF p(9, 5, 7, 1200, 2, 0.1);
+  PD d(9, 5, 7, 1201, 2, 0.1);
+  const auto both = [&](const GradientOptions& o, float multiplier, float slope) {
+    const std::string a = refusal([&] {
+      FusedLinear::linear_leaky_relu_backward(ExecSpace(), p.X, p.W, p.dY, p.Y, p.dX, p.dW, p.db,
+                                              multiplier, slope, o);
+    });
+    const std::string b = refusal([&] {
+      Plan plan(ExecSpace(), p.X, p.W, p.dY, p.Y, p.dX, p.dW, p.db, multiplier, slope, o);
+    });
+    return std::make_pair(a, b);
+  };
+  for (Algorithm a : all_algorithms) {
+    if (a == Algorithm::Auto || a == Algorithm::Vendor || a == Algorithm::VendorLt) continue;
+    const auto r = both(gradient_options(Saved::Output, false, Precision::Strict, a), 2, 0.1f);
+    EXPECT_TRUE(names(r.first, one_shot, FusedLinear::to_string(a))) << r.first;
+    EXPECT_TRUE(names(r.second, plan_make, FusedLinear::to_string(a))) << r.second;
+  }
+  for (Precision precision : {Precision::TF32, Precision::TF32x3}) {
+    const std::string e =
+        refusal([&] { d.backward(gradient_options(Saved::Output, false, precision)); });
+    EXPECT_TRUE(names(e, one_shot, "float")) << e;
+  }
+  for (Precision precision : {Precision::Strict, Precision::TF32}) {
+    const auto r =
+        both(gradient_options(Saved::Output, false, precision, Algorithm::VendorLt), 2, 0.1f);
+    EXPECT_TRUE(names(r.first, one_shot, "3xtf32")) << r.first;
+    EXPECT_TRUE(names(r.second, plan_make, "3xtf32")) << r.second;
+  }
+  const float nan = std::numeric_limits<float>::quiet_NaN(),
+              inf = std::numeric_limits<float>::infinity();
+  for (const auto& bad : {std::make_pair(nan, 0.1f), std::make_pair(inf, 0.1f),
+                          std::make_pair(2.f, nan), std::make_pair(2.f, -inf)}) {
+    const auto r = both(gradient_options(Saved::PreActivation), bad.first, bad.second);
+    EXPECT_TRUE(names(r.first, one_shot, "finite")) << r.first;
+    EXPECT_TRUE(names(r.second, plan_make, "finite")) << r.second;
+  }
+  EXPECT_TRUE(untouched(p)) << "a refused call wrote an output";
+  const std::pair<Algorithm, Precision> explicit_requests[] = {
+      {Algorithm::Vendor, Precision::TF32}, {Algorithm::VendorLt, Precision::TF32x3}};
+  for (const auto& request : explicit_requests) {
+    const GradientOptions o = gradient_options(Saved::Output, false, request.second, request.first);
+    if (Impl::is_host_space<ExecSpace>()) {
+      const auto r = both(o, 2, 0.1f);
+      EXPECT_TRUE(names(r.first, one_shot, FusedLinear::to_string(request.second))) << r.first;
+      EXPECT_TRUE(names(r.second, plan_make, FusedLinear::to_string(request.second))) << r.second;
+      continue;
+    }
+    try {
+      p.poison();
+      const GradientInfo info = p.backward(o);
+      for (const RunInfo* r : {&info.dx, &info.dw})
+        EXPECT_EQ(r->precision, request.second) << describe(o, info);
+      EXPECT_TRUE(matches_oracle(p, p.oracle(Saved::Output), info)) << describe(o, info);
+    } catch (const std::invalid_argument& e) {
+      EXPECT_TRUE(starts_with(e.what(), std::string(one_shot) + ": ")) << e.what();
+    }
+  }
+}
+
 /// The refusal names the function and says the outputs overlap something ("alias" or
 /// "share"), and names both Views.
 ::testing::AssertionResult names_aliasing(const std::string& what, const char* function,
