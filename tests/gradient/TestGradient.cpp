@@ -411,6 +411,55 @@ TEST(Gradient, SameBitsOnEveryRun) {
   expect_same_bits_every_run<PD>(801);
 }
 
+// The one-shot call on the same Views with other parameters each time (multiplier, slope,
+// saved kind, accumulate, outputs skipped): its cache must tell them apart, every result right.
+TEST(Gradient, CacheTellsParametersApart) {
+  PF p(33, 17, 29, 850, 2, 0.1);
+  const auto z = p.oracle(Saved::PreActivation).inputs();
+  struct Variant {
+    double multiplier, slope;
+    Saved saved;
+    bool accumulate, skip_dw;
+  };
+  const Variant variants[] = {{2, 0.1, Saved::Output, false, false},
+                              {-1.5, 0.1, Saved::PreActivation, false, false},
+                              {2, 0.25, Saved::PreActivation, false, false},
+                              {2, -0.5, Saved::PreActivation, false, false},
+                              {2, 0.1, Saved::PreActivation, true, false},
+                              {2, 0.1, Saved::PreActivation, false, true},
+                              {2, 0.1, Saved::PreActivation, false, false}};
+  for (int round = 0; round < 2; ++round)
+    for (const Variant& v : variants) {
+      p.poison();
+      Kokkos::deep_copy(p.dW, 0.5f), Kokkos::deep_copy(p.db, 0.5f);
+      GradientOptions o = gradient_options(v.saved, v.accumulate);
+      // Y for this slope from z, on the host (the Views stay the same).
+      std::vector<double> y = z.saved;
+      for (double& e : y) e = double(float(e > 0 ? e : e * v.slope));
+      if (v.saved == Saved::Output) write_matrix(p.Y, y);
+      const GradientInfo info = FusedLinear::linear_leaky_relu_backward(
+          ExecSpace(), p.X, p.W, p.dY, p.saved(v.saved), p.dX, v.skip_dw ? Matrix() : p.dW, p.db,
+          float(v.multiplier), float(v.slope), o);
+      Inputs in = z;
+      if (v.saved == Saved::Output) in.saved = y;
+      const Oracle oracle(in, v.multiplier, v.slope);
+      const std::vector<double> half_w(std::size_t(p.N * p.K), 0.5), half_b(std::size_t(p.N), 0.5);
+      const std::string what = "round " + std::to_string(round) + ", multiplier " +
+                               std::to_string(v.multiplier) + ", slope " + std::to_string(v.slope) +
+                               ": " + describe(o, info);
+      EXPECT_TRUE(check<float>("dX", oracle.dx(), host_matrix(p.dX))) << what;
+      if (v.skip_dw)
+        EXPECT_EQ(host_matrix(p.dW)[0], 0.5) << what;
+      else
+        EXPECT_TRUE(check<float>("dW", oracle.dw(v.accumulate ? half_w : std::vector<double>()),
+                                 host_matrix(p.dW)))
+            << what;
+      EXPECT_TRUE(check<float>("db", oracle.db(v.accumulate ? half_b : std::vector<double>()),
+                               host_vector(p.db), Sum::WideColumnSum))
+          << what;
+    }
+}
+
 // TF32 and 3xTF32 requests (floors under Auto): on the host strict fp32 runs for both
 // products, and each RunInfo says so with a note; on GPUs each product runs what its RunInfo
 // says, within that precision's bound.

@@ -374,6 +374,41 @@ TEST(GradientViews, OutputInterleavedWithAnInputIsAccepted) {
   FUSED_LINEAR_TEST_STRIDED(every_call<Kind::Stride>(17, 9, 13, true));
 }
 
+// Mixed layouts (X, dY and dX LayoutLeft; W, saved, dW and db LayoutRight): no vendor BLAS
+// takes the products (Kokkos Kernels' native gemm runs, and RunInfo says so), every output right.
+TEST(GradientViews, MixedLayouts) {
+  using Left = Kokkos::View<float**, Kokkos::LayoutLeft, MemorySpace>;
+  using Right = Kokkos::View<float**, Kokkos::LayoutRight, MemorySpace>;
+  using Vector = Kokkos::View<float*, Kokkos::LayoutRight, MemorySpace>;
+  const std::int64_t M = 33, K = 7, N = 17;
+  const Data d(M, K, N);
+  Left X("X", M, K), dY("dY", M, N), dX("dX", M, K);
+  Right W("W", N, K), S("saved", M, N), dW("dW", N, K);
+  Vector db("db", N);
+  for (Saved saved : {Saved::Output, Saved::PreActivation})
+    for (bool accumulate : {false, true}) {
+      const Inputs& in = d.inputs(saved);
+      write_matrix(X, in.X), write_matrix(W, in.W), write_matrix(dY, in.dY);
+      write_matrix(S, in.saved);
+      Kokkos::deep_copy(dX, std::numeric_limits<float>::quiet_NaN());
+      write_matrix(dW, d.prior_dw), write_vector(db, d.prior_db);
+      const GradientOptions o = gradient_options(saved, accumulate);
+      const GradientInfo info = FusedLinear::linear_leaky_relu_backward(
+          ExecSpace(), X, W, dY, S, dX, dW, db, float(d.multiplier), float(d.slope), o);
+      const std::string what = describe(o, info);
+      for (const RunInfo* r : {&info.dx, &info.dw})
+        if (r->gemm == Gemm::KokkosKernelsNative) EXPECT_FALSE(r->vendor_blas) << what;
+      const Oracle oracle(in, d.multiplier, d.slope);
+      const std::vector<double> none;
+      EXPECT_TRUE(check<float>("dX", oracle.dx(), host_matrix(dX))) << what;
+      EXPECT_TRUE(check<float>("dW", oracle.dw(accumulate ? d.prior_dw : none), host_matrix(dW)))
+          << what;
+      EXPECT_TRUE(check<float>("db", oracle.db(accumulate ? d.prior_db : none), host_vector(db),
+                               Sum::WideColumnSum))
+          << what;
+    }
+}
+
 // ---------------------------------------------------------------------------------------------
 // Host threads, each with its own plan (and the one-shot call's shared cache). On CUDA two
 // non-blocking streams, the threads calling concurrently; on host backends calls must be
