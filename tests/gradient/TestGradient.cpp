@@ -147,11 +147,20 @@ TEST(Gradient, OddShapesFloatAndDouble) {
 
 // Empty shapes still define every output that has elements: M = 0 (no rows) makes dW and db
 // zero, N = 0 makes dX zero (a sum of nothing), K = 0 leaves db the column sums of G.
+// With accumulate, M = 0 leaves dW and db as they were (+= a sum of nothing).
 TEST(Gradient, EmptyShapesDefineTheOtherOutputs) {
   const std::int64_t shapes[][3] = {{0, 7, 5}, {6, 7, 0}, {6, 0, 5}};
   for (const auto& s : shapes) {
     check_shape<PF>(s[0], s[1], s[2], 2, 0.1, 7);
     check_shape<PD>(s[0], s[1], s[2], -3, 1.5, 8);
+    PF p(s[0], s[1], s[2], 9, 2, 0.1);
+    const std::vector<double> dw0 = random_values(std::size_t(p.N * p.K), 10, 4),
+                              db0 = random_values(std::size_t(p.N), 11, 4);
+    write_matrix(p.dW, dw0);
+    write_vector(p.db, db0);
+    const GradientInfo info = p.backward(gradient_options(Saved::Output, true));
+    EXPECT_TRUE(matches_oracle(p, p.oracle(Saved::Output), info, dw0, db0))
+        << "accumulate, M=" << s[0] << " K=" << s[1] << " N=" << s[2];
   }
 }
 
@@ -362,6 +371,8 @@ TEST(Gradient, PlanReusedOnOtherViews) {
     const std::vector<double> ones_w(std::size_t(a.N * a.K), 1), ones_b(std::size_t(a.N), 1);
     const std::vector<double> none;
     Plan plan(ExecSpace(), a.X, a.W, a.dY, a.Y, a.dX, a.dW, a.db, 2.f, 0.1f, o);
+    // It holds G at least (M N values), allocated once.
+    EXPECT_GE(plan.workspace_bytes(), std::size_t(a.M * a.N) * sizeof(float));
     plan.execute(b.X, b.W, b.dY, b.Y, b.dX, b.dW, b.db);
     Kokkos::fence();
     EXPECT_TRUE(matches_oracle(b, b.oracle(Saved::Output), plan.info(), accumulate ? ones_w : none,
