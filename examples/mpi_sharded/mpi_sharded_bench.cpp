@@ -3,7 +3,11 @@
 // for each sharding, rows then columns, it times the product and the gather apart, per rank and
 // as the max over ranks, with the gather's phases and (--compare-single) the scaling against one
 // rank. Then rank 0 checks Y's rows (all of them at small shapes, else a sample) against the
-// float64 host reference, element by element, and every rank's Y must hash like rank 0's.
+// float64 host reference, element by element, and every rank's Y must hash like rank 0's. With
+// --backward it then times the backward and the sum over ranks of the gradient, and the whole
+// training step (forward, gather, backward, sum); every rank checks its rows of dX and dW (all or
+// a sample) and its db against the float64 reference, and what the sum made whole must hash alike
+// on every rank.
 //   usage: mpiexec -np P mpi_sharded_bench [M K N] [options] [Kokkos options]   (--help)
 // Exit status: 0 when every check passed, 1 when one failed, 2 for bad arguments or a refused
 // request, 3 (the job aborted) for any other error.
@@ -35,6 +39,7 @@ constexpr double kTf32x3Bound = 1.5e-6;
 struct Args : Shape {
   FusedLinear::Precision precision = FusedLinear::Precision::Strict;
   bool compare_single = false;
+  bool backward = false;
   int reps = 20, warmup = 3;
   bool bench = true;  // --bench: always on here
 };
@@ -56,6 +61,9 @@ FusedLinearCli::Cli command_line(Args& a) {
                "steps before the timed ones, the first of them the checked one (3)")
       .flag("--compare-single", a.compare_single,
             "rank 0 first times the whole layer alone (scaling)")
+      .flag("--backward", a.backward,
+            "also time the backward, the gradient's sum over ranks and the training step, then "
+            "check the gradient against the float64 reference")
       .flag("--bench", a.bench,
             "always on here: accepted so that the command lines of mpi_sharded_linear --bench "
             "run unchanged")
@@ -239,9 +247,9 @@ std::string scaling(double single_s, double sharded_s, int ranks) {
 }
 
 /// Per step: all ranks leave a barrier and each times its product to the end of its fence; then
-/// the same for the gather, if given. A step's time is the max over ranks: the slowest rank holds
-/// the others up at the next collective. Each step's row: product, gather, the gather's three
-/// phases; this rank's rows and the rows of the max over ranks.
+/// the same for the gather (or the gradient's sum), if given. A step's time is the max over ranks:
+/// the slowest rank holds the others up at the next collective. Each step's row: product, gather,
+/// the gather's three phases; this rank's rows and the rows of the max over ranks.
 struct Steps {
   std::vector<std::array<double, 5>> mine, slowest;
   double median_of(const std::vector<std::array<double, 5>>& t, int column) const {
@@ -250,8 +258,9 @@ struct Steps {
     return median(v);
   }
 };
-Steps time_steps(const Args& a, const Comm& c, const Exec& exec, const Call& call,
-                 const Gather* gather) {
+template <class Step, class Exchange>
+Steps time_steps(const Args& a, const Comm& c, const Exec& exec, const Step& call,
+                 const Exchange* gather) {
   for (int w = 1; w < a.warmup; ++w) {  // the first step was the checked one
     call();
     exec.fence();
@@ -291,7 +300,7 @@ double time_single(const Args& a, const Comm& world, const Exec& exec) {
           info = call();
           exec.fence();
         })) {
-      const Steps t = time_steps(a, self, exec, call, nullptr);
+      const Steps t = time_steps(a, self, exec, call, static_cast<const Gather*>(nullptr));
       median_s = t.median_of(t.mine, 0);
       std::printf(
           "[single] rank 0 alone, the whole layer on %s, path %s: median %.3f ms, %.1f "
@@ -344,7 +353,190 @@ void bench(const char* name, const Shard& s, const Args& a, const Comm& c, const
   std::fflush(stdout);
 }
 
-/// One sharding: shard, first call (the refusal check), gather, the timed steps, then the check.
+// ------------------------------------------------------------------------------ the backward
+/// Times the backward and the gradient's sum over ranks (as bench() the product and the gather),
+/// then the training step: forward, gather, backward, sum, all ranks from one barrier, the
+/// slowest rank's time per step. The backward's two products are 4*M*N*K flops.
+void bench_backward(const char* name, const Shard& s, const ShardGradient& g, const Args& a,
+                    const Comm& c, const Exec& exec, const Call& call, const Gather& gather,
+                    const BackwardCall& backward, const GradientSum& sum,
+                    const FusedLinear::GradientInfo& info) {
+  const Steps t = time_steps(a, c, exec, backward, &sum);
+  const double mine = t.median_of(t.mine, 0);
+  char line[512];
+  std::snprintf(line, sizeof line,
+                "[%s backward] rank %d: dY[%lld,%lld] -> dX[%lld,%lld] dW[%lld,%lld] db[%lld], "
+                "paths dX %s, dW %s: median %.3f ms, %.1f GFLOP/s",
+                name, c.rank, (long long)g.dY.extent(0), (long long)g.dY.extent(1),
+                (long long)g.dX.extent(0), (long long)g.dX.extent(1), (long long)g.dW.extent(0),
+                (long long)g.dW.extent(1), (long long)g.db.extent(0), path_of(info.dx).c_str(),
+                path_of(info.dw).c_str(), mine * 1e3,
+                2 * gflops(s.Y.extent(0), s.Y.extent(1), a.k, mine));
+  print_ordered(c, line);
+
+  std::vector<double> steps;
+  for (int r = 0; r < a.reps; ++r) {
+    MPI_Barrier(c.comm);
+    const double t0 = MPI_Wtime();
+    call();
+    exec.fence();
+    gather(exec);
+    backward();
+    sum(exec);  // fences
+    steps.push_back(MPI_Wtime() - t0);
+  }
+  MPI_Allreduce(MPI_IN_PLACE, steps.data(), a.reps, MPI_DOUBLE, MPI_MAX, c.comm);
+  if (c.rank != 0) return;
+  const double product = t.median_of(t.slowest, 0), summing = t.median_of(t.slowest, 1);
+  const double step = median(steps);
+  std::printf("[%s backward] dX and dW, the slowest rank's: median %.3f ms, %.1f GFLOP/s\n", name,
+              product * 1e3, 2 * gflops(a.m, a.n, a.k, product));
+  std::printf(
+      "[%s backward] sum over ranks (%s on every rank, %s): median %.3f ms, %.2f GB/s (phases' "
+      "medians: to host %.3f, MPI_Allreduce %.3f, back %.3f ms)\n",
+      name, s.by_rows ? "dW and db" : "dX",
+      sum.direct() ? "MPI reads the View's memory" : "staged through host memory", summing * 1e3,
+      summing > 0 ? double(g.summed.extent(0)) * sizeof(float) / summing * 1e-9 : 0.0,
+      t.median_of(t.slowest, 2) * 1e3, t.median_of(t.slowest, 3) * 1e3,
+      t.median_of(t.slowest, 4) * 1e3);
+  std::printf(
+      "[%s] training step (forward, gather, backward, sum), the slowest rank's: median %.3f ms, "
+      "%.1f GFLOP/s\n",
+      name, step * 1e3, 3 * gflops(a.m, a.n, a.k, step));
+  std::fflush(stdout);
+}
+
+/// The rows [begin, end) to check, cost multiply-adds each: all while the float64 reference is
+/// cheap (2^30 in all), else 64 spread evenly from the first to the last.
+std::vector<Index> sample(Index begin, Index end, double cost) {
+  std::vector<Index> rows;
+  if (end <= begin) return rows;
+  const Index n = end - begin;
+  if (double(n) * cost <= std::ldexp(1.0, 30)) {
+    for (Index i = begin; i < end; ++i) rows.push_back(i);
+    return rows;
+  }
+  for (Index q = 0; q < 64; ++q) rows.push_back(begin + q * (n - 1) / 63);
+  rows.erase(std::unique(rows.begin(), rows.end()), rows.end());
+  return rows;
+}
+
+/// How the gradient's elements compare with the float64 reference.
+/// strict: |got - ref| <= gamma_{n+2} sum |terms| for a sum of n terms (G's two roundings, then
+///   the sum in any order, the ranks' partial sums included); db is the library's own sum of G in
+///   every precision, so it is held to this bound always.
+/// 3xtf32: dX's and dW's rows norm-wise, ||err||_F <= 1.5e-6 ||ref||_F (|err|/bound is then only
+///   reported).
+struct Tally {
+  Index terms = 0, failures = 0;
+  bool strict = true;
+  double err2 = 0, ref2 = 0, worst = 0;  // worst: largest |err| / bound
+  std::string first;
+  void add(const char* what, Index i, Index j, float got, double ref, double abs) {
+    const double e = std::fabs(double(got) - ref), bound = gamma(terms + 2) * abs;
+    err2 += e * e, ref2 += ref * ref;
+    if (!(e <= bound)) {  // NaN fails too
+      if (failures++ == 0) {
+        char t[160];
+        std::snprintf(t, sizeof t, "%s(%lld,%lld) = %.9g, reference %.9g", what, (long long)i,
+                      (long long)j, double(got), ref);
+        first = t;
+      }
+    } else if (bound > 0) {
+      worst = std::max(worst, e / bound);
+    }
+  }
+  double relative() const { return ref2 > 0 ? std::sqrt(err2 / ref2) : std::sqrt(err2); }
+  bool pass() const { return strict ? failures == 0 : relative() <= kTf32x3Bound; }  // NaN fails
+};
+
+/// Every rank checks its part of the gradient against the float64 reference of remade inputs,
+/// with G from the gathered Y (the signs the backward saw): its rows of dX (rows sharding) or all
+/// of them, all of dW's rows or its block, and likewise db; then what the sum over ranks made
+/// whole must hash alike on every rank. The verdict (text on rank 0) holds on every rank.
+Verdict verify_gradient(const Shard& s, const ShardGradient& g, const Args& a, const Comm& c) {
+  const Index M = a.m, K = a.k, N = a.n;
+  const Inputs in(K);
+  const auto y = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), s.Y_all);
+  const auto dX = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), g.dX);
+  const auto dW = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), g.dW);
+  const auto db = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), g.db);
+  const auto G = [&](Index m, Index n) {  // multiplier * (leaky_relu's backward of dY)
+    const double dy = in(kDY, m, n);
+    return double(kMultiplier) * (y(m, n) > 0 ? dy : dy * double(kSlope));
+  };
+  // Global rows of dX and dW this rank holds: [x0, x1) and [w0, w1).
+  const Index x0 = s.by_rows ? s.mine.begin : 0, x1 = s.by_rows ? s.mine.end : M;
+  const Index w0 = s.by_rows ? 0 : s.mine.begin, w1 = s.by_rows ? N : s.mine.end;
+  const bool strict = a.precision == FusedLinear::Precision::Strict;
+  Tally tx, tw, tb;
+  tx.terms = N, tw.terms = tb.terms = M, tx.strict = tw.strict = strict;
+  std::vector<double> acc(K), abs(K);
+
+  HostMatrix W("W", N, K), X("X", M, K);
+  fill(W, in, kW, 0, 0);
+  fill(X, in, kX, 0, 0);
+  Kokkos::fence();
+  const auto dx_rows = sample(x0, x1, double(N) * K), dw_rows = sample(w0, w1, double(M) * K);
+  for (const Index m : dx_rows) {  // dX(m, :) = sum_n G(m, n) W(n, :)
+    std::fill(acc.begin(), acc.end(), 0.0), std::fill(abs.begin(), abs.end(), 0.0);
+    for (Index n = 0; n < N; ++n) {
+      const double gmn = G(m, n);
+      for (Index k = 0; k < K; ++k) acc[k] += gmn * W(n, k), abs[k] += std::fabs(gmn * W(n, k));
+    }
+    for (Index k = 0; k < K; ++k) tx.add("dX", m, k, dX(m - x0, k), acc[k], abs[k]);
+  }
+  for (const Index n : dw_rows) {  // dW(n, :) = sum_m G(m, n) X(m, :)
+    std::fill(acc.begin(), acc.end(), 0.0), std::fill(abs.begin(), abs.end(), 0.0);
+    for (Index m = 0; m < M; ++m) {
+      const double gmn = G(m, n);
+      for (Index k = 0; k < K; ++k) acc[k] += gmn * X(m, k), abs[k] += std::fabs(gmn * X(m, k));
+    }
+    for (Index k = 0; k < K; ++k) tw.add("dW", n, k, dW(n - w0, k), acc[k], abs[k]);
+  }
+  for (Index n = w0; n < w1; ++n) {  // db(n) = sum_m G(m, n)
+    double sum = 0, sum_abs = 0;
+    for (Index m = 0; m < M; ++m) sum += G(m, n), sum_abs += std::fabs(G(m, n));
+    tb.add("db", n, 0, db(n - w0), sum, sum_abs);
+  }
+
+  int pass = tx.pass() && tw.pass() && tb.pass();
+  MPI_Allreduce(MPI_IN_PLACE, &pass, 1, MPI_INT, MPI_MIN, c.comm);
+  const auto summed = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), g.summed);
+  std::uint64_t h[2] = {fingerprint(HostMatrix(summed.data(), 1, summed.extent(0))), 0};
+  h[1] = ~h[0];
+  MPI_Allreduce(MPI_IN_PLACE, h, 2, MPI_UINT64_T, MPI_MAX, c.comm);  // max of h and of ~h
+  const bool same = h[0] == ~h[1];                                   // = every rank's h is equal
+  double worst[3] = {tx.worst, tw.worst, tb.worst};
+  MPI_Allreduce(MPI_IN_PLACE, worst, 3, MPI_DOUBLE, MPI_MAX, c.comm);
+  double rel[3] = {tx.relative(), tw.relative(), tb.relative()};
+  MPI_Allreduce(MPI_IN_PLACE, rel, 3, MPI_DOUBLE, MPI_MAX, c.comm);
+
+  Verdict v;
+  v.pass = pass && same;
+  char text[768];
+  std::snprintf(text, sizeof text,
+                "rank 0 checked %lld of dX's rows, %lld of dW's, %lld of db's against float64 "
+                "(each rank its own), %s; largest over ranks: |err|/bound %.3g, %.3g, %.3g, "
+                "||err||_F/||ref||_F %.2e, %.2e, %.2e",
+                (long long)dx_rows.size(), (long long)dw_rows.size(), (long long)(w1 - w0),
+                strict ? "every |err| <= gamma_{n+2}*sum|terms|"
+                       : "dX, dW norm-wise <= 1.5e-6 (3xtf32), db element-wise",
+                worst[0], worst[1], worst[2], rel[0], rel[1], rel[2]);
+  v.text = text;
+  for (const Tally* t : {&tx, &tw, &tb})  // this rank's first failure, on its own stream
+    if (!t->pass())
+      std::fprintf(
+          stderr, "rank %d: %s\n", c.rank,
+          t->strict ? (t->first + " past the bound").c_str() : "dX or dW past the norm-wise bound");
+  v.text += pass ? ": PASS" : ": FAIL";
+  v.text += same ? std::string("; every rank holds the same ") + (s.by_rows ? "dW and db" : "dX")
+                 : "; ranks hold different sums: FAIL";
+  return v;
+}
+
+/// One sharding: shard, first call (the refusal check), gather, the timed steps, then the check;
+/// with --backward the same for the backward and the gradient's sum, then the training step.
 /// Returns 0 (passed), 1 (failed) or 2 (refused).
 int run_sharding(bool by_rows, const Args& a, const Comm& c, const Exec& exec, double single_s) {
   const char* const name = by_rows ? "rows" : "columns";
@@ -363,7 +555,23 @@ int run_sharding(bool by_rows, const Args& a, const Comm& c, const Exec& exec, d
   const Verdict v = verify(s, a, c);
   if (c.rank == 0) std::printf("[%s] check: %s\n", name, v.text.c_str());
   std::fflush(stdout);
-  return v.pass ? 0 : 1;
+  if (!a.backward) return v.pass ? 0 : 1;
+
+  const ShardGradient g = make_gradient(s, a);
+  BackwardCall backward;
+  FusedLinear::GradientInfo gradient_info;
+  if (!first_call_everywhere(c, [&] {
+        backward = make_backward_call(s, g, exec, a.precision);
+        gradient_info = backward();
+      }))
+    return 2;
+  const GradientSum sum(g, c);
+  sum(exec);
+  bench_backward(name, s, g, a, c, exec, call, gather, backward, sum, gradient_info);
+  const Verdict gv = verify_gradient(s, g, a, c);
+  if (c.rank == 0) std::printf("[%s backward] check: %s\n", name, gv.text.c_str());
+  std::fflush(stdout);
+  return v.pass && gv.pass ? 0 : 1;
 }
 
 int run(int argc, char* argv[]) {

@@ -5,10 +5,15 @@
 //   columns  each rank holds X whole and its block of W's rows and of b: that block of Y's columns.
 // Each rank makes its shard (a model would load it), runs the layer on it, and MPI_Allgatherv
 // assembles the whole Y on every rank. Rank 0 then runs the whole layer alone, and every rank
-// checks its Y against that. The timing of the same steps is mpi_sharded_bench.cpp.
+// checks its Y against that. Then the backward: each rank computes the gradient on its shard for
+// its block of dY, MPI_Allreduce sums the parts every rank holds a share of (rows: dW and db;
+// columns: dX), and every rank checks its dX, dW and db (its block of each, or all of it) against
+// rank 0's backward of the whole layer from the same Y. The timing of the same steps is
+// mpi_sharded_bench.cpp.
 //   usage: mpiexec -np P mpi_sharded_linear [M K N] [--precision strict|3xtf32] [Kokkos options]
 // Exit status: 0 when every check passed, 1 when one failed, 2 for bad arguments or a refused
 // request, 3 (the job aborted) for any other error.
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <exception>
@@ -46,15 +51,61 @@ FusedLinearCli::Cli command_line(Args& a) {
   return cli;
 }
 
-/// ||y - ref||_F / ||ref||_F over the whole Y; NaN where y holds a NaN.
-double relative_difference(const HostMatrix& y, const HostMatrix& ref) {
+/// ||y - ref||_F / ||ref||_F over n contiguous floats; NaN where y holds a NaN.
+double relative_difference(const float* y, const float* ref, std::size_t n) {
   double d2 = 0, r2 = 0;
-  for (std::size_t e = 0; e < y.span(); ++e) {
-    const double d = double(y.data()[e]) - double(ref.data()[e]);
+  for (std::size_t e = 0; e < n; ++e) {
+    const double d = double(y[e]) - double(ref[e]);
     d2 += d * d;
-    r2 += double(ref.data()[e]) * ref.data()[e];
+    r2 += double(ref[e]) * ref[e];
   }
   return r2 > 0 ? std::sqrt(d2 / r2) : std::sqrt(d2);
+}
+
+/// The largest relative_difference over the ranks (a NaN counts as infinity), on every rank.
+double worst_over_ranks(double difference, const Comm& c) {
+  if (std::isnan(difference)) difference = std::numeric_limits<double>::infinity();
+  MPI_Allreduce(MPI_IN_PLACE, &difference, 1, MPI_DOUBLE, MPI_MAX, c.comm);
+  return difference;
+}
+
+/// A View's elements on the host, contiguous (host Views and their row blocks are).
+template <class View>
+auto on_host(const View& v) {
+  return Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), v);
+}
+
+/// The whole layer's gradient, dX [M,K], dW [N,K] and db [N], on every rank.
+struct WholeGradient {
+  HostMatrix dX, dW;
+  Kokkos::View<float*, Kokkos::HostSpace> db;
+};
+
+/// Rank 0 runs the backward of the whole layer alone, from the whole Y `y_all` (the sharded
+/// forward's, so that both backwards see the same signs of Y: one near zero may round to either
+/// side in another order) and broadcasts it. Returns false on every rank when rank 0's call was
+/// refused.
+bool whole_gradient(const Args& a, const Comm& world, const Exec& exec, const Matrix& y_all,
+                    WholeGradient& whole) {
+  whole = {HostMatrix("whole dX", a.m, a.k), HostMatrix("whole dW", a.n, a.k),
+           Kokkos::View<float*, Kokkos::HostSpace>("whole db", a.n)};
+  if (!first_call_everywhere(world, [&] {
+        if (world.rank != 0) return;
+        const Comm self(MPI_COMM_SELF);
+        const Shard one = make_shard(true, a, self);
+        const ShardGradient g = make_gradient(one, a);
+        Kokkos::deep_copy(one.Y_all, y_all);
+        make_backward_call(one, g, exec, a.precision)();
+        exec.fence();
+        Kokkos::deep_copy(whole.dX, g.dX);
+        Kokkos::deep_copy(whole.dW, g.dW);
+        Kokkos::deep_copy(whole.db, g.db);
+      }))
+    return false;
+  MPI_Bcast(whole.dX.data(), int(whole.dX.span()), MPI_FLOAT, 0, world.comm);
+  MPI_Bcast(whole.dW.data(), int(whole.dW.span()), MPI_FLOAT, 0, world.comm);
+  MPI_Bcast(whole.db.data(), int(whole.db.span()), MPI_FLOAT, 0, world.comm);
+  return true;
 }
 
 int run(int argc, char* argv[]) {
@@ -75,8 +126,13 @@ int run(int argc, char* argv[]) {
     return 2;
   MPI_Bcast(whole.data(), int(whole.span()), MPI_FLOAT, 0, world.comm);
   // Two float sums of K products in different orders (or two 3xTF32 results, 1.5e-6 each) stay
-  // within this; a block in the wrong place, or one missing, is off by O(1).
-  const double tolerance = 8 * std::sqrt(double(a.k)) * std::ldexp(1.0, -24) + 3e-6;
+  // within this; a block in the wrong place, or one missing, is off by O(1). The gradient's sums
+  // run over N (dX) and M (dW, db) instead.
+  const auto tolerance_of = [](Index terms) {
+    return 8 * std::sqrt(double(terms)) * std::ldexp(1.0, -24) + 3e-6;
+  };
+  const double tolerance = tolerance_of(a.k);
+  const double gradient_tolerance = tolerance_of(std::max(a.m, a.n));
 
   int status = 0;
   for (const bool by_rows : {true, false}) {
@@ -92,12 +148,9 @@ int run(int argc, char* argv[]) {
     const Gather gather(s, a, world);
     gather(exec);  // every rank's blocks, into every rank's Y_all
 
-    HostMatrix y("y", a.m, a.n);
-    Kokkos::deep_copy(y, s.Y_all);
-    double difference = relative_difference(y, whole);
-    if (std::isnan(difference)) difference = std::numeric_limits<double>::infinity();
-    double worst = difference;
-    MPI_Allreduce(&difference, &worst, 1, MPI_DOUBLE, MPI_MAX, world.comm);
+    const auto y = on_host(s.Y_all);
+    const double worst =
+        worst_over_ranks(relative_difference(y.data(), whole.data(), y.span()), world);
     const bool pass = worst <= tolerance;
     if (world.rank == 0)
       std::printf(
@@ -109,6 +162,45 @@ int run(int argc, char* argv[]) {
           pass ? "PASS" : "FAIL");
     std::fflush(stdout);
     if (!pass) status = 1;
+
+    // The backward on each rank's shard, from its block of Y as the forward left it, then the
+    // sum over ranks of what each holds a part of.
+    const ShardGradient g = make_gradient(s, a);
+    BackwardCall backward;
+    FusedLinear::GradientInfo gradient_info;
+    if (!first_call_everywhere(world, [&] {
+          backward = make_backward_call(s, g, exec, a.precision);
+          gradient_info = backward();
+        }))
+      return 2;
+    const GradientSum sum(g, world);
+    sum(exec);
+
+    WholeGradient ref;
+    if (!whole_gradient(a, world, exec, s.Y_all, ref)) return 2;
+    // This rank's block of each (rows: dX's rows; columns: dW's rows and db's block), or all of
+    // it (what the sum over ranks made whole); the blocks of LayoutRight rows are contiguous.
+    const auto dX = on_host(g.dX), dW = on_host(g.dW);
+    const auto db = on_host(g.db);
+    const Index dX_at = by_rows ? s.mine.begin * a.k : 0, dW_at = by_rows ? 0 : s.mine.begin * a.k;
+    const Index db_at = by_rows ? 0 : s.mine.begin;
+    const double worst_dX =
+        worst_over_ranks(relative_difference(dX.data(), ref.dX.data() + dX_at, dX.span()), world);
+    const double worst_dW =
+        worst_over_ranks(relative_difference(dW.data(), ref.dW.data() + dW_at, dW.span()), world);
+    const double worst_db =
+        worst_over_ranks(relative_difference(db.data(), ref.db.data() + db_at, db.span()), world);
+    const bool gradient_pass = std::max({worst_dX, worst_dW, worst_db}) <= gradient_tolerance;
+    if (world.rank == 0)
+      std::printf(
+          "%s backward: rank 0's paths dX %s, dW %s; %s summed over ranks; every rank's dX, dW, db "
+          "against the whole layer's on one rank, largest relative differences %.2e, %.2e, %.2e "
+          "(tolerance %.1e): %s\n",
+          by_rows ? "rows" : "columns", path_of(gradient_info.dx).c_str(),
+          path_of(gradient_info.dw).c_str(), by_rows ? "dW and db" : "dX", worst_dX, worst_dW,
+          worst_db, gradient_tolerance, gradient_pass ? "PASS" : "FAIL");
+    std::fflush(stdout);
+    if (!gradient_pass) status = 1;
   }
   return status;
 }

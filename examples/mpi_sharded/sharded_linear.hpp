@@ -3,8 +3,13 @@
 // group of host cores), the two usual ways:
 //   rows     each rank holds W and b whole and its block of X's rows: those rows of Y;
 //   columns  each rank holds X whole and its block of W's rows and of b: that block of Y's columns.
-// Either way MPI_Allgatherv then assembles the whole Y on every rank. What the example
-// (mpi_sharded_linear.cpp) and its benchmark (mpi_sharded_bench.cpp) share.
+// Either way MPI_Allgatherv then assembles the whole Y on every rank. The backward, for the
+// upstream gradient dY of each rank's block of Y, computes on the rank's shard what is local and
+// sums over ranks (MPI_Allreduce) what each rank holds a part of:
+//   rows     dX's rows local; dW and db partial sums over the rank's rows, summed over ranks;
+//   columns  dW's rows and db's block local; dX [M,K] a partial sum over the rank's columns of Y,
+//            summed over ranks.
+// What the example (mpi_sharded_linear.cpp) and its benchmark (mpi_sharded_bench.cpp) share.
 #pragma once
 
 #include <mpi.h>
@@ -14,6 +19,7 @@
 #include <mpi-ext.h>
 #endif
 
+#include <algorithm>
 #include <array>
 #include <cmath>
 #include <cstdint>
@@ -71,13 +77,13 @@ inline Block block(Index n, int rank, int ranks) {
 }
 
 // ------------------------------------------------------------------------------ inputs
-enum Salt : std::uint64_t { kX = 1, kW = 2, kB = 3 };
+enum Salt : std::uint64_t { kX = 1, kW = 2, kB = 3, kDY = 4 };
 
-/// Element (i, j) of X, W or b (row 0) as a pure function of its place, so that each rank makes
-/// its own shard (a model would load it) and rank 0 remakes what the reference needs. X is uniform
-/// on [0, 1) like torch.rand, W and b on +-1/sqrt(K) as nn.Linear initialises them: Y is O(1) and
-/// both LeakyReLU branches run. Bit for bit the same on host and device: 24 random bits converted
-/// exactly, then one rounded product.
+/// Element (i, j) of X, W, b (row 0) or dY as a pure function of its place, so that each rank
+/// makes its own shard (a model would load it) and rank 0 remakes what the reference needs. X is
+/// uniform on [0, 1) like torch.rand, W and b on +-1/sqrt(K) as nn.Linear initialises them: Y is
+/// O(1) and both LeakyReLU branches run. dY, the loss's gradient, is uniform on [-1, 1). Bit for
+/// bit the same on host and device: 24 random bits converted exactly, then one rounded product.
 struct Inputs {
   float w_step;
   explicit Inputs(Index K) : w_step(float(std::ldexp(1.0 / std::sqrt(double(K)), -23))) {}
@@ -92,7 +98,8 @@ struct Inputs {
     const std::uint64_t h =
         mix(mix(mix(2024 ^ (salt << 56)) + std::uint64_t(i)) + std::uint64_t(j));
     const std::int32_t bits = std::int32_t(h >> 40);
-    return salt == kX ? float(bits) * 0x1p-24f : float(bits - (1 << 23)) * w_step;
+    if (salt == kX) return float(bits) * 0x1p-24f;
+    return float(bits - (1 << 23)) * (salt == kDY ? 0x1p-23f : w_step);
   }
 };
 
@@ -170,6 +177,66 @@ inline Call make_call(const Shard& s, const Exec& exec, FusedLinear::Precision p
   };
 }
 
+// ------------------------------------------------------------------------------ the backward
+/// One rank's share of the gradient of its block of Y:
+///   rows     dY [M_r, N] and dX [M_r, K] are this rank's rows; dW [N, K] and db [N] are first
+///            the sums over its rows only, then (GradientSum) the sums over all rows;
+///   columns  dY [M, N_r] is this rank's columns; dW [N_r, K] and db [N_r] its block of W's rows
+///            and of b, whole here; dX [M, K] first the sum over its N_r columns only, then
+///            (GradientSum) over all of them.
+/// `summed` is what GradientSum adds over the ranks: rows dW then db (one MPI_Allreduce for
+/// both), columns dX; the other Views point into it.
+struct ShardGradient {
+  Matrix dY, dX, dW;
+  Vector db, summed;
+};
+
+inline ShardGradient make_gradient(const Shard& s, const Shape& a) {
+  const Index M = a.m, K = a.k, N = a.n;
+  const Inputs in(K);
+  ShardGradient g;
+  if (s.by_rows) {
+    g.dY = Matrix("dY", s.mine.size(), N), g.dX = Matrix("dX", s.mine.size(), K);
+    g.summed = Vector("dW and db", N * K + N);
+    g.dW = Matrix(g.summed.data(), N, K), g.db = Vector(g.summed.data() + N * K, N);
+    fill(g.dY, in, kDY, s.mine.begin, 0);
+  } else {
+    g.dY = Matrix("dY", M, s.mine.size());
+    g.dW = Matrix("dW", s.mine.size(), K), g.db = Vector("db", s.mine.size());
+    g.summed = Vector("dX", M * K);
+    g.dX = Matrix(g.summed.data(), M, K);
+    fill(g.dY, in, kDY, 0, s.mine.begin);  // Y's global columns
+  }
+  Kokkos::fence();
+  return g;
+}
+
+/// The backward on the shard, from what the forward saved: this rank's block of Y (enough for
+/// kSlope >= 0: y > 0 exactly where the pre-activation is). As the forward: rows through a
+/// GradientPlan (made once, as a model would), columns through the one-shot call. Each rank's
+/// result is partial until GradientSum has run.
+using BackwardCall = std::function<FusedLinear::GradientInfo()>;
+inline BackwardCall make_backward_call(const Shard& s, const ShardGradient& g, const Exec& exec,
+                                       FusedLinear::Precision precision) {
+  FusedLinear::GradientOptions opt;
+  opt.precision = precision;
+  opt.saved = FusedLinear::Saved::Output;
+  if (s.by_rows) {
+    using Plan =
+        FusedLinear::GradientPlan<Exec, Matrix, Matrix, Matrix, Matrix, Matrix, Matrix, Vector>;
+    const auto plan = std::make_shared<Plan>(exec, s.X, s.W, g.dY, s.Y, g.dX, g.dW, g.db,
+                                             kMultiplier, kSlope, opt);
+    return [plan, s, g] {
+      plan->execute(s.X, s.W, g.dY, s.Y, g.dX, g.dW, g.db);
+      return plan->info();
+    };
+  }
+  return [s, g, exec, opt] {
+    return FusedLinear::linear_leaky_relu_backward(exec, s.X, s.W, g.dY, s.Y, g.dX, g.dW, g.db,
+                                                   kMultiplier, kSlope, opt);
+  };
+}
+
 /// True when MPI can be handed pointers to Exec's memory: host memory, or device memory with a
 /// CUDA-aware Open MPI (asked at run time: the library may differ from the headers).
 inline bool mpi_reads_exec_memory() {
@@ -241,6 +308,47 @@ class Gather {
   bool m_direct;
   Kokkos::View<float*, StagingSpace> m_staging;
   MPI_Datatype m_unit = MPI_DATATYPE_NULL;
+};
+
+/// Adds each rank's partial gradient (ShardGradient::summed) over the ranks, in place on every
+/// rank: MPI_Allreduce with MPI_SUM, through pinned host memory unless MPI reads the View's
+/// memory, in pieces of at most 2^30 floats (MPI counts are ints). Fences `exec` first: the
+/// backward writes `summed` there. Returns the phases' seconds: to host, MPI_Allreduce, back.
+class GradientSum {
+ public:
+  GradientSum(const ShardGradient& g, const Comm& c)
+      : m_summed(g.summed),
+        m_comm(c.comm),
+        m_direct(mpi_reads_exec_memory()),
+        m_staging("gradient staging", m_direct ? 0 : g.summed.extent(0)) {}
+
+  bool direct() const { return m_direct; }
+
+  std::array<double, 3> operator()(const Exec& exec) const {
+    constexpr Index kPiece = Index(1) << 30;
+    const double t0 = MPI_Wtime();
+    float* buffer = m_summed.data();
+    if (!m_direct) {
+      Kokkos::deep_copy(exec, m_staging, m_summed);
+      buffer = m_staging.data();
+    }
+    exec.fence();
+    const double t1 = MPI_Wtime();
+    const Index n = Index(m_summed.extent(0));
+    for (Index done = 0; done < n; done += kPiece)
+      MPI_Allreduce(MPI_IN_PLACE, buffer + done, int(std::min(kPiece, n - done)), MPI_FLOAT,
+                    MPI_SUM, m_comm);
+    const double t2 = MPI_Wtime();
+    if (!m_direct) Kokkos::deep_copy(exec, m_summed, m_staging);
+    exec.fence();
+    return {t1 - t0, t2 - t1, MPI_Wtime() - t2};
+  }
+
+ private:
+  Vector m_summed;
+  MPI_Comm m_comm;
+  bool m_direct;
+  Kokkos::View<float*, StagingSpace> m_staging;
 };
 
 /// The first call on every rank, in a try: a refused request stops all ranks together with each

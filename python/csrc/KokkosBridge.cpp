@@ -379,16 +379,39 @@ struct Views {
         Y(static_cast<T*>(c.y), c.m, c.n) {}
 };
 
-/// Calls f(exec, Views<T, Memory>) for the call's place and value type.
-template <class F>
-void dispatch(const Call& c, F&& f) {
+/// The gradient's Views, as Views' (row-major); an output the call skips is an empty View.
+template <class T, class Memory>
+struct GradientViews {
+  using In2 = Kokkos::View<const T**, Kokkos::LayoutRight, Memory, Kokkos::MemoryUnmanaged>;
+  using Out2 = Kokkos::View<T**, Kokkos::LayoutRight, Memory, Kokkos::MemoryUnmanaged>;
+  using Out1 = Kokkos::View<T*, Kokkos::LayoutRight, Memory, Kokkos::MemoryUnmanaged>;
+  using Mask = Kokkos::View<const bool**, Kokkos::LayoutRight, Memory, Kokkos::MemoryUnmanaged>;
+  In2 X, W, dY, saved;
+  Mask sign;
+  Out2 dX, dW;
+  Out1 db;
+  explicit GradientViews(const BackwardCall& c)
+      : X(static_cast<const T*>(c.x), c.m, c.k),
+        W(static_cast<const T*>(c.w), c.n, c.k),
+        dY(static_cast<const T*>(c.dy), c.m, c.n),
+        saved(c.saved_is_sign ? In2() : In2(static_cast<const T*>(c.saved), c.m, c.n)),
+        sign(c.saved_is_sign ? Mask(static_cast<const bool*>(c.saved), c.m, c.n) : Mask()),
+        dX(c.dx ? Out2(static_cast<T*>(c.dx), c.m, c.k) : Out2()),
+        dW(c.dw ? Out2(static_cast<T*>(c.dw), c.n, c.k) : Out2()),
+        db(c.db ? Out1(static_cast<T*>(c.db), c.n) : Out1()) {}
+};
+
+/// Calls f(exec, V<T, Memory>(c)) for the call's place and value type (V: Views for a Call,
+/// GradientViews for a BackwardCall).
+template <template <class, class> class V = Views, class C, class F>
+void dispatch(const C& c, F&& f) {
   const CallScope scope;
   auto typed = [&](const auto& exec, auto memory) {
     using Memory = decltype(memory);
     if (c.dtype == DType::Float32)
-      f(exec, Views<float, Memory>(c));
+      f(exec, V<float, Memory>(c));
     else
-      f(exec, Views<double, Memory>(c));
+      f(exec, V<double, Memory>(c));
   };
   if (c.where == Where::Cuda) {
 #if defined(KOKKOS_ENABLE_CUDA)
@@ -611,6 +634,26 @@ void run(const Call& c) {
     using T = typename std::decay_t<decltype(v.Y)>::non_const_value_type;
     FusedLinear::linear_leaky_relu(exec, v.X, v.W, v.b, v.Y, T(c.multiplier), T(c.negative_slope),
                                    options_of(c));
+  });
+}
+
+void run_backward(const BackwardCall& c) {
+  FusedLinear::GradientOptions options;
+  options.algorithm =
+      FusedLinear::algorithm_from_string(std::string(c.algorithm, c.algorithm_size));
+  options.precision =
+      FusedLinear::precision_from_string(std::string(c.precision, c.precision_size));
+  options.saved = c.saved_is_sign     ? FusedLinear::Saved::Sign
+                  : c.saved_is_output ? FusedLinear::Saved::Output
+                                      : FusedLinear::Saved::PreActivation;
+  dispatch<GradientViews>(c, [&](const auto& exec, const auto& v) {
+    using T = typename std::decay_t<decltype(v.dX)>::non_const_value_type;
+    if (c.saved_is_sign)
+      FusedLinear::linear_leaky_relu_backward(exec, v.X, v.W, v.dY, v.sign, v.dX, v.dW, v.db,
+                                              T(c.multiplier), T(c.negative_slope), options);
+    else
+      FusedLinear::linear_leaky_relu_backward(exec, v.X, v.W, v.dY, v.saved, v.dX, v.dW, v.db,
+                                              T(c.multiplier), T(c.negative_slope), options);
   });
 }
 

@@ -34,6 +34,31 @@ struct Call {
   std::size_t precision_size = 6;
 };
 
+/// One gradient call on row-major storage: X [M,K], W [N,K], dY and `saved` [M,N] (the
+/// forward's output Y, its pre-activation z, or a bool mask of z > 0), dX [M,K], dW [N,K],
+/// db [N]; a null output is not computed.
+struct BackwardCall {
+  DType dtype = DType::Float32;
+  Where where = Where::Host;
+  int device = -1;         ///< CUDA device index (Where::Cuda)
+  void* stream = nullptr;  ///< cudaStream_t to order the work on (Where::Cuda)
+  const void* x = nullptr;
+  const void* w = nullptr;
+  const void* dy = nullptr;
+  const void* saved = nullptr;
+  void* dx = nullptr;
+  void* dw = nullptr;
+  void* db = nullptr;
+  std::int64_t m = 0, k = 0, n = 0;
+  double multiplier = 1, negative_slope = 0;
+  bool saved_is_output = true;  ///< `saved` is Y (FusedLinear::Saved::Output), else z
+  bool saved_is_sign = false;   ///< `saved` is a bool mask (FusedLinear::Saved::Sign)
+  const char* algorithm = "auto";
+  std::size_t algorithm_size = 4;
+  const char* precision = "strict";
+  std::size_t precision_size = 6;
+};
+
 /// Initialises Kokkos unless the process already has (then it is left to its owner):
 /// host_threads OpenMP/Threads workers (<= 0: Kokkos' default), CUDA device `cuda_device`
 /// (< 0: the calling thread's current device). `extra_args` are more Kokkos arguments
@@ -56,6 +81,9 @@ void run(const Call& call);
 /// "algorithm=...;precision=...;gemm=...;execution_space=...;note=..." in `text` (truncated to
 /// `capacity`); returns the full length.
 std::size_t run_info(const Call& call, char* text, std::size_t capacity);
+
+/// Runs the gradient through FusedLinear::linear_leaky_relu_backward (asynchronous on CUDA).
+void run_backward(const BackwardCall& call);
 
 /// Per-call wall-clock times (microseconds, into `us[0..iters)`) of `iters` calls of
 /// mode 0: FusedLinear::Plan::execute on a plan made once for `call` (the C++ floor), or

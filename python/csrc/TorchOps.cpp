@@ -1,16 +1,19 @@
 // SPDX-License-Identifier: Apache-2.0
 /// \file TorchOps.cpp
-/// The PyTorch operator fused_linear::linear_leaky_relu: its schema, CPU and CUDA kernels (the
-/// library through KokkosBridge), a Meta kernel (shapes only: torch.compile and FakeTensor trace
-/// with it), an Autograd kernel (the backward in PyTorch ops) and Autocast kernels (float32, as
-/// PyTorch's fp32-only ops). Includes no Kokkos header.
+/// The PyTorch operators fused_linear::linear_leaky_relu and its gradient
+/// fused_linear::linear_leaky_relu_backward: their schemas, CPU and CUDA kernels (the library
+/// through KokkosBridge), Meta kernels (shapes only: torch.compile and FakeTensor trace with
+/// them), the layer's Autograd kernel (its backward is the gradient operator) and Autocast
+/// kernels (float32, as PyTorch's fp32-only ops). Includes no Kokkos header.
 #include <algorithm>
+#include <array>
 #include <chrono>
 #include <cstdlib>
 #include <exception>
 #include <stdexcept>
 #include <string>
 #include <string_view>
+#include <tuple>
 #include <vector>
 
 #include <ATen/ATen.h>
@@ -30,6 +33,7 @@
 
 namespace {
 
+using FusedLinearTorch::BackwardCall;
 using FusedLinearTorch::Call;
 using FusedLinearTorch::DType;
 using FusedLinearTorch::Where;
@@ -42,6 +46,7 @@ using Strings = c10::string_view;
 #endif
 
 constexpr const char* op_name = "fused_linear.linear_leaky_relu";
+constexpr const char* backward_name = "fused_linear.linear_leaky_relu_backward";
 
 /// The library's std::invalid_argument ("FusedLinear::linear_leaky_relu: ...") becomes Python's
 /// ValueError, anything else RuntimeError; the message is the library's, unchanged.
@@ -211,47 +216,251 @@ op_handle() {
   return handle;
 }
 
-/// d/dz LeakyReLU(z) is 1 for z > 0, else the slope (PyTorch's choice at 0). With a slope >= 0,
-/// z > 0 exactly where the output is > 0: that sign is saved, not the output (which the caller
-/// may then modify in place, as the reference model allows). A negative slope maps both signs
-/// to positive outputs, and z is recomputed in PyTorch ops.
+// ------------------------------------------------------------------ the gradient operator
+using Gradients = std::tuple<at::Tensor, at::Tensor, at::Tensor>;
+
+/// grad_y, x, weight, saved: 2-D, strided, one floating dtype (saved also bool: a mask of
+/// z > 0) and device, and the forward's extents (x [M,K], weight [N,K], grad_y and saved
+/// [M,N]), symbolic ones included.
+void check_backward_inputs(const at::Tensor& grad_y, const at::Tensor& x, const at::Tensor& weight,
+                           const at::Tensor& saved) {
+  const std::array<const at::Tensor*, 4> all{&grad_y, &x, &weight, &saved};
+  const std::array<const char*, 4> names{"grad_y", "x", "weight", "saved"};
+  const auto dtype = x.scalar_type();
+  TORCH_CHECK_TYPE(dtype == at::kFloat || dtype == at::kDouble, backward_name,
+                   ": x must be float32 or float64, got ", dtype);
+  for (std::size_t i = 0; i < all.size(); ++i) {
+    const at::Tensor& t = *all[i];
+    TORCH_CHECK_VALUE(t.dim() == 2, backward_name, ": ", names[i], " must be 2-D, got ", t.dim(),
+                      "-D");
+    TORCH_CHECK_TYPE(t.layout() == at::kStrided, backward_name, ": ", names[i],
+                     " must be a dense (strided) tensor");
+    TORCH_CHECK_TYPE(t.scalar_type() == dtype || (&t == &saved && t.scalar_type() == at::kBool),
+                     backward_name,
+                     ": grad_y, x, weight and saved must have one dtype (saved may be a bool "
+                     "mask), got ",
+                     names[i], " ", t.scalar_type(), " and x ", dtype);
+    TORCH_CHECK_VALUE(t.device() == x.device(), backward_name,
+                      ": grad_y, x, weight and saved must be on one device, got ", names[i], " on ",
+                      t.device(), " and x on ", x.device());
+  }
+  TORCH_CHECK_VALUE(weight.sym_size(1) == x.sym_size(1) && grad_y.sym_size(0) == x.sym_size(0) &&
+                        grad_y.sym_size(1) == weight.sym_size(0) &&
+                        saved.sym_sizes() == grad_y.sym_sizes(),
+                    "FusedLinear::linear_leaky_relu_backward: extents do not match: expected "
+                    "X [M,K], W [N,K], dY [M,N], saved [M,N]; got X ",
+                    x.sym_sizes(), ", W ", weight.sym_sizes(), ", dY ", grad_y.sym_sizes(),
+                    ", saved ", saved.sym_sizes());
+}
+
+/// The gradient call on row-major storage (inputs made contiguous, as the forward's), with the
+/// outputs output_mask asks for allocated and the others undefined.
+struct PreparedBackward {
+  at::Tensor dy, x, w, saved, dx, dw, db;
+  BackwardCall call;
+};
+
+PreparedBackward prepare_backward(const at::Tensor& grad_y, const at::Tensor& x,
+                                  const at::Tensor& weight, const at::Tensor& saved,
+                                  double multiplier, double negative_slope, bool saved_is_output,
+                                  Strings precision, Strings algorithm,
+                                  std::array<bool, 3> output_mask) {
+  PreparedBackward p;
+  p.dy = grad_y.contiguous();
+  p.x = x.contiguous();
+  p.w = weight.contiguous();
+  p.saved = saved.contiguous();
+  if (output_mask[0]) p.dx = at::empty(x.sizes(), x.options());
+  if (output_mask[1]) p.dw = at::empty(weight.sizes(), x.options());
+  if (output_mask[2]) p.db = at::empty({weight.size(0)}, x.options());
+  BackwardCall& c = p.call;
+  c.dtype = x.scalar_type() == at::kFloat ? DType::Float32 : DType::Float64;
+  c.x = p.x.data_ptr();
+  c.w = p.w.data_ptr();
+  c.dy = p.dy.data_ptr();
+  c.saved = p.saved.data_ptr();
+  c.dx = p.dx.defined() ? p.dx.data_ptr() : nullptr;
+  c.dw = p.dw.defined() ? p.dw.data_ptr() : nullptr;
+  c.db = p.db.defined() ? p.db.data_ptr() : nullptr;
+  c.m = x.size(0), c.k = x.size(1), c.n = weight.size(0);
+  c.multiplier = multiplier;
+  c.negative_slope = negative_slope;
+  c.saved_is_output = saved_is_output;
+  c.saved_is_sign = saved.scalar_type() == at::kBool;
+  c.algorithm = algorithm.data(), c.algorithm_size = algorithm.size();
+  c.precision = precision.data(), c.precision_size = precision.size();
+  return p;
+}
+
+Gradients run_backward_on(PreparedBackward&& p, Where where) {
+  p.call.where = where;
+  translating_errors([&] {
+    FusedLinearTorch::run_backward(p.call);
+    return 0;
+  });
+  return {std::move(p.dx), std::move(p.dw), std::move(p.db)};
+}
+
+Gradients linear_leaky_relu_backward_cpu(const at::Tensor& grad_y, const at::Tensor& x,
+                                         const at::Tensor& weight, const at::Tensor& saved,
+                                         double multiplier, double negative_slope,
+                                         bool saved_is_output, Strings precision, Strings algorithm,
+                                         std::array<bool, 3> output_mask) {
+  check_backward_inputs(grad_y, x, weight, saved);
+  ensure_kokkos(-1);
+  return run_backward_on(prepare_backward(grad_y, x, weight, saved, multiplier, negative_slope,
+                                          saved_is_output, precision, algorithm, output_mask),
+                         Where::Host);
+}
+
+#if defined(FUSED_LINEAR_TORCH_CUDA)
+Gradients linear_leaky_relu_backward_cuda(const at::Tensor& grad_y, const at::Tensor& x,
+                                          const at::Tensor& weight, const at::Tensor& saved,
+                                          double multiplier, double negative_slope,
+                                          bool saved_is_output, Strings precision,
+                                          Strings algorithm, std::array<bool, 3> output_mask) {
+  check_backward_inputs(grad_y, x, weight, saved);
+  translating_errors([] {
+    FusedLinearTorch::check_cuda_usable();
+    return 0;
+  });
+  const c10::cuda::CUDAGuard guard(x.device());
+  ensure_kokkos(x.device().index());
+  PreparedBackward p = prepare_backward(grad_y, x, weight, saved, multiplier, negative_slope,
+                                        saved_is_output, precision, algorithm, output_mask);
+  p.call.device = x.device().index();
+  p.call.stream = c10::cuda::getCurrentCUDAStream(x.device().index()).stream();
+  return run_backward_on(std::move(p), Where::Cuda);
+}
+#endif
+
+/// Shapes, dtype and device only; an output output_mask leaves out is undefined (None).
+Gradients linear_leaky_relu_backward_meta(const at::Tensor& grad_y, const at::Tensor& x,
+                                          const at::Tensor& weight, const at::Tensor& saved,
+                                          double multiplier, double negative_slope,
+                                          bool saved_is_output, Strings precision,
+                                          Strings algorithm, std::array<bool, 3> output_mask) {
+  (void)multiplier, (void)negative_slope, (void)saved_is_output, (void)precision, (void)algorithm;
+  check_backward_inputs(grad_y, x, weight, saved);
+  at::Tensor dx, dw, db;
+  if (output_mask[0]) dx = at::empty_symint(x.sym_sizes(), x.options());
+  if (output_mask[1]) dw = at::empty_symint(weight.sym_sizes(), x.options());
+  if (output_mask[2]) {
+    std::vector<c10::SymInt> sizes{weight.sym_size(0)};
+    db = at::empty_symint(sizes, x.options());
+  }
+  return {dx, dw, db};
+}
+
+const c10::TypedOperatorHandle<Gradients(const at::Tensor&, const at::Tensor&, const at::Tensor&,
+                                         const at::Tensor&, double, double, bool, Strings, Strings,
+                                         std::array<bool, 3>)>&
+backward_handle() {
+  static const auto handle =
+      c10::Dispatcher::singleton()
+          .findSchemaOrThrow("fused_linear::linear_leaky_relu_backward", "")
+          .typed<Gradients(const at::Tensor&, const at::Tensor&, const at::Tensor&,
+                           const at::Tensor&, double, double, bool, Strings, Strings,
+                           std::array<bool, 3>)>();
+  return handle;
+}
+
+/// The gradient operator has no gradient of its own: called where autograd would record it (an
+/// input requiring grad under grad mode) it refuses rather than return outputs that silently
+/// have none. The layer's double backward does not come here (see LinearLeakyReLUFunction).
+Gradients linear_leaky_relu_backward_autograd(const at::Tensor& grad_y, const at::Tensor& x,
+                                              const at::Tensor& weight, const at::Tensor& saved,
+                                              double multiplier, double negative_slope,
+                                              bool saved_is_output, Strings precision,
+                                              Strings algorithm, std::array<bool, 3> output_mask) {
+  const bool records_graph =
+      at::GradMode::is_enabled() && (grad_y.requires_grad() || x.requires_grad() ||
+                                     weight.requires_grad() || saved.requires_grad());
+  TORCH_CHECK(
+      !records_graph, backward_name,
+      " is not differentiable: call it under torch.no_grad() or on tensors that do not "
+      "require grad (double backward of the layer, create_graph=True, needs no call of it)");
+  at::AutoDispatchBelowADInplaceOrView below_autograd;
+  return backward_handle().call(grad_y, x, weight, saved, multiplier, negative_slope,
+                                saved_is_output, precision, algorithm, output_mask);
+}
+
+/// The gradient's algorithm for the forward's, at the same precision: the gradient's products
+/// run on vendor (KokkosBlas::gemm: strict, tf32) or vendor_lt (cuBLASLt: 3xtf32 only) or auto;
+/// the forward's own kernels (fused, fused_skinny, the Hopper ones) have no counterpart there.
+Strings gradient_algorithm(Strings forward, Strings precision) {
+  const std::string name(forward.data(), forward.size());
+  if (name == "vendor" || name == "vendor_prefill") return "vendor";
+  if (name == "vendor_lt")
+    return std::string(precision.data(), precision.size()) == "3xtf32" ? "vendor_lt" : "vendor";
+  return "auto";
+}
+
+/// d/dz LeakyReLU(z) is 1 for z > 0, else the slope (PyTorch's choice at 0). The forward saves
+/// that sign as a bool mask (M*N bytes), not the output, which the caller may then modify in
+/// place, as the reference model allows: with a slope >= 0, z > 0 exactly where y > 0; a
+/// negative slope maps both signs to positive outputs, so the forward computes z (the library
+/// at slope 1, the identity), keeps z > 0 and returns leaky_relu(z, slope). The product is never
+/// recomputed: the backward is the gradient operator, at the forward's precision.
 class LinearLeakyReLUFunction : public torch::autograd::Function<LinearLeakyReLUFunction> {
  public:
   static at::Tensor forward(torch::autograd::AutogradContext* ctx, const at::Tensor& x,
                             const at::Tensor& weight, const at::Tensor& bias, double multiplier,
                             double negative_slope, Strings precision, Strings algorithm,
                             bool records_graph) {
-    at::Tensor y;
-    {
-      at::AutoDispatchBelowADInplaceOrView below_autograd;
-      y = op_handle().call(x, weight, bias, multiplier, negative_slope, precision, algorithm);
+    at::AutoDispatchBelowADInplaceOrView below_autograd;
+    if (!records_graph || negative_slope >= 0) {
+      at::Tensor y =
+          op_handle().call(x, weight, bias, multiplier, negative_slope, precision, algorithm);
+      if (!records_graph) return y;  // no backward will run: nothing to save
+      save(ctx, x, weight, y > 0, multiplier, negative_slope, precision, algorithm);
+      return y;
     }
-    if (!records_graph) return y;  // no backward will run: nothing to save
-    ctx->saved_data["multiplier"] = multiplier;
-    ctx->saved_data["negative_slope"] = negative_slope;
-    if (negative_slope >= 0)
-      ctx->save_for_backward({x, weight, at::Tensor(), y > 0});
-    else
-      ctx->save_for_backward({x, weight, bias, at::Tensor()});
-    return y;
+    at::Tensor z = op_handle().call(x, weight, bias, multiplier, 1.0, precision, algorithm);
+    save(ctx, x, weight, z > 0, multiplier, negative_slope, precision, algorithm);
+    return at::leaky_relu(z, negative_slope);
   }
 
   static torch::autograd::variable_list backward(torch::autograd::AutogradContext* ctx,
                                                  torch::autograd::variable_list grads) {
     const auto saved = ctx->get_saved_variables();
-    const at::Tensor &x = saved[0], &weight = saved[1], &bias = saved[2], &sign = saved[3];
+    const at::Tensor &x = saved[0], &weight = saved[1], &positive = saved[2];
     const double m = ctx->saved_data["multiplier"].toDouble();
     const double s = ctx->saved_data["negative_slope"].toDouble();
     const at::Tensor& dy = grads[0];
     at::Tensor dx, dw, db;
-    if (dy.defined()) {
-      const at::Tensor positive = s >= 0 ? sign : (at::addmm(bias, x, weight.t()) * m) > 0;
-      const at::Tensor g = at::where(positive, dy * m, dy * (m * s));
-      if (ctx->needs_input_grad(0)) dx = g.mm(weight);
-      if (ctx->needs_input_grad(1)) dw = g.t().mm(x);
-      if (ctx->needs_input_grad(2)) db = g.sum(0);
+    const std::array<bool, 3> mask{ctx->needs_input_grad(0), ctx->needs_input_grad(1),
+                                   ctx->needs_input_grad(2)};
+    if (dy.defined() && at::GradMode::is_enabled()) {
+      // create_graph (double backward): PyTorch ops, whose own gradients autograd knows.
+      const at::Tensor g = at::where(positive, dy, dy * s) * m;
+      if (mask[0]) dx = g.mm(weight);
+      if (mask[1]) dw = g.t().mm(x);
+      if (mask[2]) db = g.sum(0);
+    } else if (dy.defined()) {
+      const std::string& precision = ctx->saved_data["precision"].toStringRef();
+      const std::string& algorithm = ctx->saved_data["algorithm"].toStringRef();
+      at::AutoDispatchBelowADInplaceOrView below_autograd;
+      std::tie(dx, dw, db) =
+          backward_handle().call(dy, x, weight, positive, m, s, /*saved_is_output=*/false,
+                                 Strings(precision.data(), precision.size()),
+                                 Strings(algorithm.data(), algorithm.size()), mask);
     }
     return {dx, dw, db, at::Tensor(), at::Tensor(), at::Tensor(), at::Tensor(), at::Tensor()};
+  }
+
+ private:
+  /// x and weight (the inputs: no memory of their own), the mask of z > 0, and the call's
+  /// parameters.
+  static void save(torch::autograd::AutogradContext* ctx, const at::Tensor& x,
+                   const at::Tensor& weight, const at::Tensor& positive, double multiplier,
+                   double negative_slope, Strings precision, Strings algorithm) {
+    ctx->save_for_backward({x, weight, positive});
+    ctx->saved_data["multiplier"] = multiplier;
+    ctx->saved_data["negative_slope"] = negative_slope;
+    ctx->saved_data["precision"] = std::string(precision.data(), precision.size());
+    const Strings gradient = gradient_algorithm(algorithm, precision);
+    ctx->saved_data["algorithm"] = std::string(gradient.data(), gradient.size());
   }
 };
 
@@ -416,6 +625,13 @@ TORCH_LIBRARY(fused_linear, m) {
   m.def(
       "linear_leaky_relu(Tensor x, Tensor weight, Tensor bias, float multiplier, "
       "float negative_slope, str precision=\"strict\", str algorithm=\"auto\") -> Tensor");
+  // The layer's gradient (dX, dW, db; an output output_mask leaves out is None), from the
+  // forward's output (saved_is_output, slope >= 0), its pre-activation (any slope) or a bool
+  // mask of pre-activation > 0 (any slope; saved_is_output is then not read).
+  m.def(
+      "linear_leaky_relu_backward(Tensor grad_y, Tensor x, Tensor weight, Tensor saved, "
+      "float multiplier, float negative_slope, bool saved_is_output, str precision, "
+      "str algorithm, bool[3] output_mask) -> (Tensor, Tensor, Tensor)");
   // Helpers: no autograd, no tracing (Python's fused_linear.run_info, status, ...).
   m.def(
       "run_info(Tensor x, Tensor weight, Tensor bias, float multiplier, float negative_slope, "
@@ -430,13 +646,23 @@ TORCH_LIBRARY(fused_linear, m) {
   m.def("_finalize() -> ()", &finalize);
 }
 
-TORCH_LIBRARY_IMPL(fused_linear, CPU, m) { m.impl("linear_leaky_relu", &linear_leaky_relu_cpu); }
+TORCH_LIBRARY_IMPL(fused_linear, CPU, m) {
+  m.impl("linear_leaky_relu", &linear_leaky_relu_cpu);
+  m.impl("linear_leaky_relu_backward", &linear_leaky_relu_backward_cpu);
+}
 #if defined(FUSED_LINEAR_TORCH_CUDA)
-TORCH_LIBRARY_IMPL(fused_linear, CUDA, m) { m.impl("linear_leaky_relu", &linear_leaky_relu_cuda); }
+TORCH_LIBRARY_IMPL(fused_linear, CUDA, m) {
+  m.impl("linear_leaky_relu", &linear_leaky_relu_cuda);
+  m.impl("linear_leaky_relu_backward", &linear_leaky_relu_backward_cuda);
+}
 #endif
-TORCH_LIBRARY_IMPL(fused_linear, Meta, m) { m.impl("linear_leaky_relu", &linear_leaky_relu_meta); }
+TORCH_LIBRARY_IMPL(fused_linear, Meta, m) {
+  m.impl("linear_leaky_relu", &linear_leaky_relu_meta);
+  m.impl("linear_leaky_relu_backward", &linear_leaky_relu_backward_meta);
+}
 TORCH_LIBRARY_IMPL(fused_linear, Autograd, m) {
   m.impl("linear_leaky_relu", &linear_leaky_relu_autograd);
+  m.impl("linear_leaky_relu_backward", &linear_leaky_relu_backward_autograd);
 }
 TORCH_LIBRARY_IMPL(fused_linear, AutocastCPU, m) {
   m.impl("linear_leaky_relu", &linear_leaky_relu_autocast<c10::DispatchKey::AutocastCPU>);

@@ -6,7 +6,9 @@
     y = model(x)
 
 The operator is ``torch.ops.fused_linear.linear_leaky_relu`` (CPU, CUDA, Meta and Autograd
-kernels); :func:`linear_leaky_relu` is the same call with Python defaults.
+kernels); :func:`linear_leaky_relu` is the same call with Python defaults. Its backward is the
+operator ``torch.ops.fused_linear.linear_leaky_relu_backward`` (CPU, CUDA and Meta kernels),
+:func:`linear_leaky_relu_backward` from Python.
 """
 import atexit
 import os
@@ -16,6 +18,7 @@ import torch
 
 __all__ = [
     "linear_leaky_relu",
+    "linear_leaky_relu_backward",
     "run_info",
     "status",
     "initialize",
@@ -61,10 +64,49 @@ def linear_leaky_relu(
     PyTorch's current stream; on the CPU from any thread, one call at a time). precision:
     "strict" (IEEE fp32), "3xtf32" (fp32-accurate on tensor cores), "tf32"; algorithm: "auto"
     or one of the library's paths. Non-contiguous tensors are copied to contiguous first.
-    Differentiable in x, weight and bias.
+    Differentiable in x, weight and bias: the backward is :func:`linear_leaky_relu_backward`
+    at the same precision, from a bool mask of the pre-activation's sign that the forward
+    saves (one byte per output element; the output may be modified in place before backward()).
     """
     return _ops.linear_leaky_relu(
         x, weight, bias, float(multiplier), float(negative_slope), precision, algorithm
+    )
+
+
+def linear_leaky_relu_backward(
+    grad_y,
+    x,
+    weight,
+    saved,
+    multiplier,
+    negative_slope,
+    saved_is_output=True,
+    precision="strict",
+    algorithm="auto",
+    output_mask=(True, True, True),
+):
+    """The gradient of :func:`linear_leaky_relu`: ``(grad_x, grad_weight, grad_bias)`` for the
+    upstream gradient ``grad_y`` [M, N], as PyTorch's autograd computes them for the reference
+    model; an output ``output_mask`` leaves out is None.
+
+    ``saved`` [M, N] is the forward's output (``saved_is_output=True``; negative_slope >= 0),
+    its pre-activation ``z = multiplier * (x @ weight.T + bias)`` (``saved_is_output=False``,
+    any slope), which :func:`linear_leaky_relu` computes with ``negative_slope=1``, or a bool
+    mask of ``z > 0`` (any slope; ``saved_is_output`` is then not read). precision:
+    "strict", "3xtf32", "tf32" (on CUDA; the host computes strict); algorithm: "auto",
+    "vendor" or "vendor_lt". Non-contiguous tensors are copied to contiguous first.
+    """
+    return _ops.linear_leaky_relu_backward(
+        grad_y,
+        x,
+        weight,
+        saved,
+        float(multiplier),
+        float(negative_slope),
+        bool(saved_is_output),
+        precision,
+        algorithm,
+        [bool(b) for b in output_mask],
     )
 
 

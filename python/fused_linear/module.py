@@ -15,7 +15,9 @@ class FusedLinearLeakyReLU(nn.Module):
     The parameters live in an ``nn.Linear`` named ``gemm``, made the same way: the same
     initialisation drawing the same random numbers (a model built after the same seed has the
     reference's weights) and the same state_dict keys, ``gemm.weight`` and ``gemm.bias``.
-    Inputs of shape [..., in_features]; leading dimensions are flattened for the call.
+    Inputs of shape [..., in_features]; leading dimensions are flattened for the call. The
+    backward is the library's gradient at the module's precision, from a bool mask of the
+    pre-activation's sign the forward saves (one byte per output element).
     """
 
     def __init__(

@@ -31,12 +31,13 @@ namespace FusedLinear {
 ///   db [N] = sum over rows of G               (+ db with accumulate),
 /// each summed in an order fixed by the plan (the same bits on every run).
 ///
-/// What the backward needs from the forward (`saved`, [M,N]): the forward's output Y
-/// (Saved::Output, no memory beyond Y itself: y > 0 exactly where z > 0 for slope >= 0), or the
-/// pre-activation z (Saved::PreActivation, M*N values the caller keeps; the only choice for a
-/// negative slope, which maps both signs to positive outputs). z is what the forward computes
-/// with slope 1 (LeakyReLU with slope 1 is the identity, bit for bit); Y is then
-/// LeakyReLU(z, slope). The gradient never recomputes the product.
+/// What the backward needs from the forward (`saved`, [M,N], options.saved says which): the
+/// forward's output Y (Saved::Output, no memory beyond Y itself: y > 0 exactly where z > 0 for
+/// slope >= 0), the pre-activation z (Saved::PreActivation, M*N values), or a mask of z > 0
+/// (Saved::Sign: a View of bool or integers, M*N bytes as bool; any slope, and Y may change
+/// before the gradient runs). z is what the forward computes with slope 1 (LeakyReLU with slope
+/// 1 is the identity, bit for bit); Y is then LeakyReLU(z, slope). The gradient never
+/// recomputes the product.
 ///
 /// Each output is optional: an empty View (default-constructed, extent 0) skips it. The plan
 /// allocates G (M*N values) and, for db, one partial sum per 64 rows and column (in the value
@@ -60,14 +61,15 @@ class GradientPlan {
   /// \param exec            the instance execute() orders its work on
   /// \param X, W            the forward's inputs, [M,K] and [N,K]
   /// \param dY              the gradient of the loss with respect to Y, [M,N]
-  /// \param saved           Y or z, [M,N], as options.saved says
+  /// \param saved           Y, z or a mask of z > 0, [M,N], as options.saved says
   /// \param dX, dW, db      the outputs, [M,K], [N,K], [N]; an empty View skips one
   /// \param multiplier, negative_slope  the forward's (finite)
   /// \param options         precision (a floor under Algorithm::Auto), algorithm (Auto, Vendor
   ///                        or VendorLt), planning, accumulate, saved
   /// \throws std::invalid_argument naming the class and the problem (extents, unallocated or
   ///         aliasing Views, an output sharing elements with another View, a negative slope
-  ///         with Saved::Output, a request the build, device or Views cannot serve);
+  ///         with Saved::Output, options.saved not matching saved's value type, a request the
+  ///         build, device or Views cannot serve);
   ///         std::runtime_error when resources cannot be had.
   GradientPlan(const ExecSpace& exec, const XView& X, const WView& W, const DYView& dY,
                const SavedView& saved, const DXView& dX, const DWView& dW, const DBView& db,

@@ -229,6 +229,9 @@ enum class Saved {
   Output,
   /// z, [M,N]: what a negative slope needs (it maps both signs of z to positive outputs).
   PreActivation,
+  /// A mask, [M,N], of bool (or integers): nonzero exactly where z > 0. Any slope; M*N bytes as
+  /// bool, and Y may then change before the gradient runs.
+  Sign,
 };
 
 /// What to run for the gradient (GradientPlan, linear_leaky_relu_backward).

@@ -668,3 +668,90 @@ TEST(Dispatch, NamesRoundTrip) {
 }
 
 }  // namespace
+
+namespace {
+
+// The gradient's products (dX: M rows, reduction N, K columns; dW: N rows, reduction M, K
+// columns), each the forward's product of another shape.
+FusedLinear::GradientOptions gradient_request(Algorithm a, Precision p) {
+  FusedLinear::GradientOptions o;
+  o.algorithm = a, o.precision = p;
+  return o;
+}
+
+TEST(DispatchGradient, HostRunsStrictOnItsBlas) {
+  const Facts f = host_facts(Gemm::HostBlas, Impl::HostBlas::Optimized);
+  for (Precision floor : {Precision::Strict, Precision::TF32, Precision::TF32x3}) {
+    const FusedLinear::RunInfo r = Impl::resolve_gradient_product(
+        gradient_request(Algorithm::Auto, floor), Shape{64, 128, 32}, true, false, f, fn);
+    EXPECT_EQ(r.algorithm, Algorithm::Vendor);
+    EXPECT_EQ(r.precision, Precision::Strict);
+    EXPECT_EQ(r.gemm, Gemm::HostBlas);
+    EXPECT_EQ(r.note.find("no path computes it here") != std::string::npos,
+              floor != Precision::Strict)
+        << r.note;
+  }
+  const Facts native = host_facts(Gemm::KokkosKernelsNative, Impl::HostBlas::Unknown);
+  EXPECT_EQ(Impl::resolve_gradient_product(gradient_request(Algorithm::Vendor, Precision::Strict),
+                                           Shape{4, 4, 4}, true, false, native, fn)
+                .gemm,
+            Gemm::KokkosKernelsNative);
+}
+
+TEST(DispatchGradient, RefusesWhatNoPathComputes) {
+  const Facts host = host_facts(Gemm::HostBlas, Impl::HostBlas::Optimized);
+  const auto refusal = [&](Algorithm a, Precision p, const Facts& f, bool lt3x) {
+    try {
+      Impl::resolve_gradient_product(gradient_request(a, p), Shape{8, 8, 8}, true, lt3x, f, fn);
+    } catch (const std::invalid_argument& e) {
+      EXPECT_EQ(std::string(e.what()).rfind(fn, 0), 0u) << e.what();
+      return std::string(e.what());
+    }
+    return std::string("not refused");
+  };
+  EXPECT_NE(refusal(Algorithm::Fused, Precision::Strict, host, false).find("auto, vendor or"),
+            std::string::npos);
+  EXPECT_NE(refusal(Algorithm::FusedSm90, Precision::TF32x3, hopper(), true).find("not on"),
+            std::string::npos);
+  EXPECT_NE(refusal(Algorithm::Vendor, Precision::TF32, host, false).find("only on CUDA"),
+            std::string::npos);
+  EXPECT_NE(refusal(Algorithm::VendorLt, Precision::Strict, hopper(), true).find("3xtf32"),
+            std::string::npos);
+  // 3xTF32 needs cuBLASLt's row-major contiguous Views (lt3x), and float.
+  EXPECT_NE(refusal(Algorithm::Vendor, Precision::TF32x3, hopper(), false).find("only on CUDA"),
+            std::string::npos);
+  EXPECT_NE(refusal(Algorithm::Auto, Precision::TF32, double_views_on_hopper(), false)
+                .find("float Views only"),
+            std::string::npos);
+}
+
+TEST(DispatchGradient, GpuFloorPicksByTheCostModel) {
+  const Facts f = hopper();
+  const auto resolve = [&](Precision floor, const Shape& s, bool lt3x) {
+    return Impl::resolve_gradient_product(gradient_request(Algorithm::Auto, floor), s, true, lt3x,
+                                          f, fn);
+  };
+  // The reference shape's products, 3xTF32 floor: cuBLASLt's 3xTF32; a few rows: strict.
+  for (const Shape& s : {Shape{1024, 8192, 8192}, Shape{8192, 1024, 8192}}) {
+    const FusedLinear::RunInfo r = resolve(Precision::TF32x3, s, true);
+    EXPECT_EQ(r.algorithm, Algorithm::VendorLt);
+    EXPECT_EQ(r.precision, Precision::TF32x3);
+    EXPECT_EQ(r.gemm, Gemm::CublasLt);
+    EXPECT_TRUE(r.note.empty()) << r.note;
+  }
+  const FusedLinear::RunInfo few = resolve(Precision::TF32x3, Shape{4, 8192, 8192}, true);
+  EXPECT_EQ(few.precision, Precision::Strict);
+  EXPECT_NE(few.note.find("strict fp32 (vendor) is at least as accurate"), std::string::npos);
+  // Without cuBLASLt's Views only strict meets a 3xTF32 floor; TF32 takes cuBLAS's TF32.
+  EXPECT_EQ(resolve(Precision::TF32x3, Shape{1024, 8192, 8192}, false).precision,
+            Precision::Strict);
+  EXPECT_EQ(resolve(Precision::TF32, Shape{1024, 8192, 8192}, true).precision, Precision::TF32);
+  EXPECT_EQ(resolve(Precision::Strict, Shape{1024, 8192, 8192}, true).algorithm, Algorithm::Vendor);
+  // No product to run: the path is named, no GEMM runs.
+  const FusedLinear::RunInfo none = Impl::resolve_gradient_product(
+      gradient_request(Algorithm::Auto, Precision::Strict), Shape{0, 8, 8}, false, true, f, fn);
+  EXPECT_EQ(none.gemm, Gemm::None);
+  EXPECT_FALSE(none.vendor_blas);
+}
+
+}  // namespace

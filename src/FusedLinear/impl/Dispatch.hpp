@@ -10,8 +10,10 @@
 #ifndef FUSED_LINEAR_IMPL_DISPATCH_HPP
 #define FUSED_LINEAR_IMPL_DISPATCH_HPP
 
+#include <algorithm>
 #include <limits>
 #include <string>
+#include <vector>
 
 #include "FusedLinear/Types.hpp"
 #include "FusedLinear/impl/Errors.hpp"
@@ -254,6 +256,77 @@ inline Decision resolve(const Request& r, const Shape& s, const Facts& f, const 
     append(d.note, "K is 0: the product is zero, Y = LeakyReLU(multiplier * b) on every row");
   }
   return d;
+}
+
+/// The candidates of one of the gradient's products (GradientImpl.hpp): KokkosBlas::gemm in
+/// strict fp32 and, on cuBLAS, TF32; cuBLASLt's 3xTF32 where it serves the Views (`lt3x`).
+inline std::vector<Candidate> gradient_candidates(const Facts& f, bool lt3x) {
+  std::vector<Candidate> c{{Algorithm::Vendor, Precision::Strict}};
+  if (f.blas == Gemm::Cublas && f.float_views) c.push_back({Algorithm::Vendor, Precision::TF32});
+  if (lt3x) c.push_back({Algorithm::VendorLt, Precision::TF32x3});
+  return c;
+}
+
+inline RunInfo gradient_run_info(const Candidate& c, const Facts& f) {
+  RunInfo r;
+  r.algorithm = c.algorithm, r.precision = c.precision;
+  r.gemm = c.algorithm == Algorithm::VendorLt ? Gemm::CublasLt : f.blas;
+  r.vendor_blas = r.gemm != Gemm::KokkosKernelsNative;
+  return r;
+}
+
+/// The path of one of the gradient's products, `s` the product as the forward's shape (rows,
+/// reduction, columns): under auto the candidate meeting the floor that the GPU cost model
+/// predicts fastest (strict on the host); `product` false where there is none to run.
+inline RunInfo resolve_gradient_product(const GradientOptions& o, const Shape& s, bool product,
+                                        bool lt3x, const Facts& f, const char* function) {
+  const std::string mode = to_string(o.precision);
+  if (o.precision != Precision::Strict && !f.float_views)
+    refuse(function, "precision " + mode + " applies to float Views only");
+  const std::vector<Candidate> all = gradient_candidates(f, lt3x);
+  RunInfo r;
+  if (o.algorithm == Algorithm::Auto) {
+    Candidate best = all.front();
+    double best_ms = std::numeric_limits<double>::infinity();
+    bool tensor_path = false;
+    for (const Candidate& c : all) {
+      if (!meets_floor(c.precision, o.precision)) continue;
+      tensor_path = tensor_path || c.precision != Precision::Strict;
+      const double ms = f.backend == Backend::Host ? 0 : gpu_predicted_ms(c, s, f);
+      if (ms < best_ms) best = c, best_ms = ms;
+    }
+    r = gradient_run_info(best, f);
+    if (best.precision != o.precision)
+      r.note = "precision " + mode + " asked under auto, a floor: " +
+               (tensor_path ? std::string("strict fp32 (vendor) is at least as accurate and "
+                                          "predicted faster here")
+                            : std::string("no path computes it here (it needs cuBLAS, or "
+                                          "cuBLASLt with float, row-major X, W, dX and dW with "
+                                          "contiguous rows); strict fp32 runs"));
+  } else {
+    const Algorithm a = o.algorithm;
+    const Precision p = o.precision;
+    if (a != Algorithm::Vendor && a != Algorithm::VendorLt)
+      refuse(function, std::string("the gradient's products run on auto, vendor or vendor_lt; "
+                                   "not on ") +
+                           to_string(a));
+    if (a == Algorithm::VendorLt && p != Precision::TF32x3)
+      refuse(function, std::string("vendor_lt computes the gradient's products in 3xtf32; ") +
+                           "vendor runs strict and tf32");
+    const auto found = std::find_if(all.begin(), all.end(), [&](const Candidate& c) {
+      return c.precision == p && (c.algorithm == a || p == Precision::TF32x3);
+    });
+    if (found == all.end())
+      refuse(function, std::string("the gradient's products run ") + to_string(a) + " in " + mode +
+                           " only on CUDA: tf32 on cuBLAS (vendor), 3xtf32 on cuBLASLt with "
+                           "float X, W, dX and dW, row-major with contiguous rows");
+    r = gradient_run_info(*found, f);
+  }
+  if (!product) {
+    r.gemm = Gemm::None, r.vendor_blas = false;
+    append(r.note, "no product: the output is skipped or empty, or its reduction is empty");
+  }
+  return r;
 }
 
 }  // namespace Impl

@@ -63,9 +63,12 @@ constexpr bool check_gradient_types() {
                     std::is_same<typename DBView::value_type, Scalar>::value,
                 "FusedLinear: dX, dW and db must not be Views of const");
   static_assert(std::is_same<typename XView::non_const_value_type, Scalar>::value &&
-                    std::is_same<typename WView::non_const_value_type, Scalar>::value &&
-                    std::is_same<typename SavedView::non_const_value_type, Scalar>::value,
-                "FusedLinear: X, W, dY, saved, dX, dW and db must have one value type");
+                    std::is_same<typename WView::non_const_value_type, Scalar>::value,
+                "FusedLinear: X, W, dY, dX and dW and db must have one value type");
+  using Saved_ = typename SavedView::non_const_value_type;
+  static_assert(std::is_same<Saved_, Scalar>::value || std::is_integral<Saved_>::value,
+                "FusedLinear: saved must hold the value type (Y or z) or a sign mask (bool or "
+                "integers)");
   static_assert(
       Kokkos::SpaceAccessibility<ExecSpace, typename XView::memory_space>::accessible &&
           Kokkos::SpaceAccessibility<ExecSpace, typename WView::memory_space>::accessible &&
@@ -99,8 +102,10 @@ struct GradientPrepass {
   bool write_g, sum_db;
 
   KOKKOS_INLINE_FUNCTION Scalar g(std::int64_t m, std::int64_t n) const {
+    using Saved = typename SavedView::non_const_value_type;
     const Scalar dy = dY(m, n);
-    return (saved(m, n) > Scalar(0) ? dy : dy * slope) * multiplier;
+    // y > 0, z > 0 (NaN is not), or the mask's nonzero.
+    return (saved(m, n) > Saved(0) ? dy : dy * slope) * multiplier;
   }
   KOKKOS_INLINE_FUNCTION void operator()(std::int64_t block, std::int64_t n) const {
     const std::int64_t last = (block + 1) * gradient_rows_per_partial;
@@ -239,19 +244,17 @@ class GradientImpl {
       refuse(function, "multiplier must be finite, got " + std::to_string(double(multiplier)));
     if (!std::isfinite(double(slope)))
       refuse(function, "negative_slope must be finite, got " + std::to_string(double(slope)));
+    constexpr bool mask = std::is_integral<typename SavedView::non_const_value_type>::value;
+    if (mask != (o.saved == Saved::Sign))
+      refuse(function, mask ? "saved is a View of integers (a sign mask): options.saved must be "
+                              "Saved::Sign"
+                            : "Saved::Sign takes a mask of bool or integers, not a View of the "
+                              "value type (Y or z: Saved::Output or Saved::PreActivation)");
     if (o.saved == Saved::Output && slope < S(0))
       refuse(function,
              "a negative slope maps negative pre-activations to positive outputs, so Y cannot "
-             "tell the LeakyReLU's branch: pass the pre-activation z (Saved::PreActivation)");
-    switch (o.algorithm) {
-      case Algorithm::Auto:
-      case Algorithm::Vendor:
-      case Algorithm::VendorLt: break;
-      default:
-        refuse(function, std::string("the gradient's products run on auto, vendor or vendor_lt; "
-                                     "not on ") +
-                             to_string(o.algorithm));
-    }
+             "tell the LeakyReLU's branch: pass the pre-activation z (Saved::PreActivation) or "
+             "a mask of z > 0 (Saved::Sign)");
   }
 
   /// Extents, data, aliasing: every refusal before anything is written.
@@ -325,68 +328,9 @@ class GradientImpl {
   static Facts facts_dx(const ExecSpace& exec) { return product_facts<WView, DXView>(exec); }
   static Facts facts_dw(const ExecSpace& exec) { return product_facts<XView, DWView>(exec); }
 
-  /// The product's candidates: KokkosBlas::gemm in strict fp32 and, on cuBLAS, TF32; cuBLASLt's
-  /// 3xTF32.
-  static std::vector<Candidate> candidates(const Facts& f, bool lt3x) {
-    std::vector<Candidate> c{{Algorithm::Vendor, Precision::Strict}};
-    if (f.blas == Gemm::Cublas && f.float_views) c.push_back({Algorithm::Vendor, Precision::TF32});
-    if (lt3x) c.push_back({Algorithm::VendorLt, Precision::TF32x3});
-    return c;
-  }
-  static RunInfo as_run_info(const Candidate& c, const Facts& f) {
-    RunInfo r;
-    r.algorithm = c.algorithm, r.precision = c.precision;
-    r.gemm = c.algorithm == Algorithm::VendorLt ? Gemm::CublasLt : f.blas;
-    r.vendor_blas = r.gemm != Gemm::KokkosKernelsNative;
-    return r;
-  }
-
-  /// One product's path (`s`: the product as the forward's shape, rows x reduction x columns).
   RunInfo decide(const Shape& s, bool product, bool lt3x, const Facts& f,
                  const char* function) const {
-    const GradientOptions& o = m_options;
-    const std::string mode = to_string(o.precision);
-    if (o.precision != Precision::Strict && !f.float_views)
-      refuse(function, "precision " + mode + " applies to float Views only");
-    const std::vector<Candidate> all = candidates(f, lt3x);
-    RunInfo r;
-    if (o.algorithm == Algorithm::Auto) {
-      Candidate best = all.front();
-      double best_ms = std::numeric_limits<double>::infinity();
-      for (const Candidate& c : all) {
-        if (!meets_floor(c.precision, o.precision)) continue;
-        const double ms = f.backend == Backend::Host ? 0 : gpu_predicted_ms(c, s, f);
-        if (ms < best_ms) best = c, best_ms = ms;
-      }
-      r = as_run_info(best, f);
-      if (best.precision != o.precision)
-        r.note = "precision " + mode + " asked under auto, a floor: " +
-                 (all.size() > 1
-                      ? std::string(to_string(best.precision)) + " (" + to_string(best.algorithm) +
-                            ") is at least as accurate and predicted faster here"
-                      : std::string("no path computes it here (it needs cuBLAS or "
-                                    "cuBLASLt); strict fp32 runs"));
-    } else {
-      const Algorithm a = o.algorithm;
-      const Precision p = o.precision;
-      if (a == Algorithm::VendorLt && p != Precision::TF32x3)
-        refuse(function, std::string("vendor_lt computes the gradient's products in 3xtf32; ") +
-                             "vendor runs strict and tf32");
-      const auto found = std::find_if(all.begin(), all.end(), [&](const Candidate& c) {
-        return c.precision == p && (c.algorithm == a || p == Precision::TF32x3);
-      });
-      if (found == all.end())
-        refuse(function, std::string("the gradient's products run ") + to_string(a) + " in " +
-                             mode +
-                             " only on CUDA: tf32 on cuBLAS (vendor), 3xtf32 on cuBLASLt with "
-                             "float X, W, dX and dW, row-major with contiguous rows");
-      r = as_run_info(*found, f);
-    }
-    if (!product) {
-      r.gemm = Gemm::None, r.vendor_blas = false;
-      append(r.note, "no product: the output is skipped or empty, or its reduction is empty");
-    }
-    return r;
+    return resolve_gradient_product(m_options, s, product, lt3x, f, function);
   }
 
   static ProductPath path_of(const RunInfo& r) {
@@ -560,7 +504,7 @@ class GradientImpl {
       if (!products[which]) continue;
       const Facts f = which == 0 ? facts_dx(exec) : facts_dw(exec);
       std::vector<Candidate> all;
-      for (const Candidate& c : candidates(f, lt3x))
+      for (const Candidate& c : gradient_candidates(f, lt3x))
         if (meets_floor(c.precision, m_options.precision)) all.push_back(c);
       if (all.size() < 2) continue;
       const std::string key = measure_key(exec, X, W, dY, all);
@@ -573,7 +517,7 @@ class GradientImpl {
       } else {
         double best_ms = std::numeric_limits<double>::infinity();
         for (const Candidate& c : all) {
-          info = as_run_info(c, f);
+          info = gradient_run_info(c, f);
           allocate(X, W, dX, dW, function);
           run(exec, X, W, dY, saved, dX, dW, db, false);  // the warm-up; G for the products
           std::vector<double> ms;
@@ -599,7 +543,7 @@ class GradientImpl {
             return c.algorithm == best.algorithm && c.precision == best.precision;
           }))
         best = all.front();  // wisdom from elsewhere names no candidate here
-      info = as_run_info(best, f);
+      info = gradient_run_info(best, f);
       if (best.precision != m_options.precision)
         info.note = std::string("precision ") + to_string(m_options.precision) +
                     " asked under auto, a floor: " + to_string(best.precision) + " (" +
