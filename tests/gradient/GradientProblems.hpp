@@ -41,7 +41,12 @@ inline GradientOptions gradient_options(Saved saved, bool accumulate = false,
 }
 
 inline const char* saved_name(Saved s) {
-  return s == Saved::Output ? "Saved::Output" : "Saved::PreActivation";
+  switch (s) {
+    case Saved::Output: return "Saved::Output";
+    case Saved::PreActivation: return "Saved::PreActivation";
+    case Saved::Sign: return "Saved::Sign";
+  }
+  return "?";
 }
 
 inline std::string describe(const GradientOptions& o, const GradientInfo& info) {

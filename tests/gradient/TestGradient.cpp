@@ -1,11 +1,12 @@
 // SPDX-License-Identifier: Apache-2.0
 // The gradient's maths, on the default execution space with LayoutRight Views (float and
 // double): dX, dW and db against the suite's own float64 oracle at odd shapes (empty ones too),
-// every kind of slope and multiplier, both things the forward can save (Y and z, computed by
-// the library's forward), PyTorch's special values, each output skipped, accumulation, plans
-// reused on other Views, the same bits on every run, the tensor-core precisions' floors; and
-// misuse (a negative slope with Saved::Output, extents, aliasing), refused by name before
-// anything is written. The library's own float64 reference of the backward is checked against
+// every kind of slope and multiplier, what the forward can save (Y and z, computed by the
+// library's forward, and a sign mask of bool or integers), PyTorch's special values, each output
+// skipped, accumulation, plans reused on other Views, the one-shot call's cache, the same bits on
+// every run, the tensor-core precisions' floors; and misuse (a negative slope with
+// Saved::Output, extents, aliasing, unserved requests), refused by name before anything is
+// written. The library's own float64 reference of the backward is checked against
 // the oracle too.
 #include <algorithm>
 #include <cmath>
@@ -197,6 +198,106 @@ TEST(Gradient, OutputAndPreActivationGiveTheSameBits) {
       EXPECT_TRUE(same_bits("dW", host_matrix(p.dW), dw)) << "slope " << slope;
       EXPECT_TRUE(same_bits("db", host_vector(p.db), db)) << "slope " << slope;
     }
+}
+
+/// Every output still holds NaN (the poison): nothing was written.
+bool untouched(const PF& p) {
+  for (double v : host_matrix(p.dX))
+    if (!std::isnan(v)) return false;
+  for (double v : host_matrix(p.dW))
+    if (!std::isnan(v)) return false;
+  for (double v : host_vector(p.db))
+    if (!std::isnan(v)) return false;
+  return true;
+}
+
+using BoolMask = Kokkos::View<bool**, Kokkos::LayoutRight, PF::Device>;
+using IntMask = Kokkos::View<std::int32_t**, Kokkos::LayoutRight, PF::Device>;
+
+/// dX, dW and db as row-major doubles.
+struct Outputs {
+  std::vector<double> dx, dw, db;
+  explicit Outputs(const PF& p)
+      : dx(host_matrix(p.dX)), dw(host_matrix(p.dW)), db(host_vector(p.db)) {}
+  ::testing::AssertionResult same_as(const Outputs& o) const {
+    auto r = same_bits("dX", dx, o.dx);
+    if (r) r = same_bits("dW", dw, o.dw);
+    if (r) r = same_bits("db", db, o.db);
+    return r;
+  }
+};
+
+/// The mask of z > 0 with `yes` for true (NaN, 0 and -0 are not > 0).
+std::vector<double> mask_values(const std::vector<double>& z, double yes) {
+  std::vector<double> m(z.size());
+  for (std::size_t e = 0; e < z.size(); ++e) m[e] = z[e] > 0 ? yes : 0;
+  return m;
+}
+
+// Saved::Sign: a mask of z > 0, of bool or of integers, serves any slope (negative included)
+// and gives the bits z gives, through the one-shot call and a plan; a mask with another saved
+// kind, or a View of the value type as a mask, is refused by name.
+TEST(Gradient, SignMaskGivesTheBitsOfZ) {
+  std::uint64_t seed = 1300;
+  for (double slope : {-0.5, 0.0, 0.1, 1.5})
+    for (double multiplier : {2.0, -1.5}) {
+      PF p(65, 33, 47, ++seed, multiplier, slope);
+      std::vector<double> z = host_matrix(p.Z);
+      z[0] = 0, z[1] = -0.0, z[2] = nan_;  // none of them > 0
+      write_matrix(p.Z, z);
+      const GradientInfo info = p.backward(gradient_options(Saved::PreActivation));
+      EXPECT_TRUE(matches_oracle(p, p.oracle(Saved::PreActivation), info));
+      const Outputs from_z(p);
+      const GradientOptions o = gradient_options(Saved::Sign);
+      BoolMask b("mask", p.M, p.N);
+      IntMask i("mask", p.M, p.N);
+      write_matrix(b, mask_values(z, 1));
+      write_matrix(i, mask_values(z, 1));
+      const std::string what =
+          "slope " + std::to_string(slope) + ", multiplier " + std::to_string(multiplier);
+      p.poison();
+      FusedLinear::linear_leaky_relu_backward(ExecSpace(), p.X, p.W, p.dY, b, p.dX, p.dW, p.db,
+                                              float(multiplier), float(slope), o);
+      EXPECT_TRUE(Outputs(p).same_as(from_z)) << what << ", bool mask";
+      p.poison();
+      FusedLinear::linear_leaky_relu_backward(ExecSpace(), p.X, p.W, p.dY, i, p.dX, p.dW, p.db,
+                                              float(multiplier), float(slope), o);
+      EXPECT_TRUE(Outputs(p).same_as(from_z)) << what << ", int32 mask";
+      p.poison();
+      FusedLinear::GradientPlan plan(ExecSpace(), p.X, p.W, p.dY, b, p.dX, p.dW, p.db,
+                                     float(multiplier), float(slope), o);
+      plan.execute(p.X, p.W, p.dY, b, p.dX, p.dW, p.db);
+      EXPECT_TRUE(Outputs(p).same_as(from_z)) << what << ", bool mask, plan";
+    }
+  PF p(9, 5, 7, 1399, 2, 0.1);
+  const BoolMask b("mask", p.M, p.N);
+  for (Saved saved : {Saved::Output, Saved::PreActivation}) {
+    const std::string e = refusal([&] {
+      FusedLinear::linear_leaky_relu_backward(ExecSpace(), p.X, p.W, p.dY, b, p.dX, p.dW, p.db, 2.f,
+                                              0.1f, gradient_options(saved));
+    });
+    EXPECT_TRUE(names(e, one_shot, "Saved::Sign")) << e;
+  }
+  const std::string e = refusal([&] { p.backward(gradient_options(Saved::Sign)); });
+  EXPECT_TRUE(names(e, one_shot, "Saved::Sign")) << e;
+  EXPECT_TRUE(untouched(p)) << "a refused call wrote an output";
+}
+
+// An integer mask is documented as "nonzero exactly where z > 0": a negative value (an
+// all-ones comparison mask, -1) or any other nonzero says z > 0 as 1 does.
+TEST(Gradient, SignMaskOfIntegersTakesAnyNonzeroAsTrue) {
+  PF p(33, 17, 29, 1400, 2, 0.1);
+  const std::vector<double> z = host_matrix(p.Z);
+  p.backward(gradient_options(Saved::PreActivation));
+  const Outputs from_z(p);
+  for (double yes : {-1.0, 2.0, -2147483648.0}) {
+    IntMask i("mask", p.M, p.N);
+    write_matrix(i, mask_values(z, yes));
+    p.poison();
+    FusedLinear::linear_leaky_relu_backward(ExecSpace(), p.X, p.W, p.dY, i, p.dX, p.dW, p.db, 2.f,
+                                            0.1f, gradient_options(Saved::Sign));
+    EXPECT_TRUE(Outputs(p).same_as(from_z)) << "true written as " << yes;
+  }
 }
 
 // A negative slope maps both signs of z to positive outputs: Y cannot tell them apart, so
@@ -500,17 +601,6 @@ TEST(Gradient, TensorCorePrecisionsAreFloors) {
 
 // ---------------------------------------------------------------------------------------------
 // Misuse: refused by name, before anything is written.
-
-/// Every output still holds NaN (the poison): nothing was written.
-bool untouched(const PF& p) {
-  for (double v : host_matrix(p.dX))
-    if (!std::isnan(v)) return false;
-  for (double v : host_matrix(p.dW))
-    if (!std::isnan(v)) return false;
-  for (double v : host_vector(p.db))
-    if (!std::isnan(v)) return false;
-  return true;
-}
 
 // Any View's extents off by one, through the one-shot call, a plan's construction and its
 // execute (the plan made right, then handed other extents).
