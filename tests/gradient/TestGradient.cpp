@@ -165,6 +165,53 @@ TEST(Gradient, EmptyShapesDefineTheOtherOutputs) {
   }
 }
 
+using Unmanaged = Kokkos::View<float**, Kokkos::LayoutRight, PF::Device, Kokkos::MemoryUnmanaged>;
+using UnmanagedVector =
+    Kokkos::View<float*, Kokkos::LayoutRight, PF::Device, Kokkos::MemoryUnmanaged>;
+
+// Empty operands as another library hands them over (Unmanaged, extent 0, null data) are valid
+// where they have no element, and the outputs with elements are still defined: M = 0 makes dW
+// and db zero, K = 0 leaves db the column sums of G, N = 0 makes dX zero.
+TEST(Gradient, EmptyNullViewsAccepted) {
+  const std::int64_t M = 6, K = 7, N = 5;
+  PF p(M, K, N, 20, 2, 0.1);
+  const Unmanaged none_mk(nullptr, 0, K), none_mn(nullptr, 0, N), none_m0(nullptr, M, 0),
+      none_n0(nullptr, N, 0), none_0k(nullptr, 0, K);
+  const UnmanagedVector none_0(nullptr, 0);
+  const Unmanaged X(p.X.data(), M, K), W(p.W.data(), N, K), dY(p.dY.data(), M, N),
+      S(p.Y.data(), M, N), dX(p.dX.data(), M, K), dW(p.dW.data(), N, K);
+  const UnmanagedVector db(p.db.data(), N);
+  const GradientOptions o = gradient_options(Saved::Output);
+  const auto all = [](const std::vector<double>& v, double x) {
+    return std::all_of(v.begin(), v.end(), [x](double e) { return e == x; });
+  };
+  // M = 0.
+  p.poison();
+  FusedLinear::linear_leaky_relu_backward(ExecSpace(), none_mk, W, none_mn, none_mn, none_mk, dW,
+                                          db, 2.f, 0.1f, o);
+  EXPECT_TRUE(all(host_matrix(p.dW), 0) && all(host_vector(p.db), 0)) << "M = 0";
+  // K = 0: db only.
+  p.poison();
+  FusedLinear::linear_leaky_relu_backward(ExecSpace(), none_m0, none_n0, dY, S, none_m0, none_n0,
+                                          db, 2.f, 0.1f, o);
+  Inputs in = p.inputs(Saved::Output);
+  in.K = 0, in.X.clear(), in.W.clear();
+  EXPECT_TRUE(check<float>("db", Oracle(in, 2, 0.1).db(), host_vector(p.db), Sum::WideColumnSum))
+      << "K = 0";
+  // N = 0: dX only.
+  p.poison();
+  FusedLinear::linear_leaky_relu_backward(ExecSpace(), X, none_0k, none_m0, none_m0, dX, none_0k,
+                                          none_0, 2.f, 0.1f, o);
+  EXPECT_TRUE(all(host_matrix(p.dX), 0)) << "N = 0";
+  // The same through a plan.
+  p.poison();
+  FusedLinear::GradientPlan plan(ExecSpace(), none_mk, W, none_mn, none_mn, none_mk, dW, db, 2.f,
+                                 0.1f, o);
+  plan.execute(none_mk, W, none_mn, none_mn, none_mk, dW, db);
+  Kokkos::fence();
+  EXPECT_TRUE(all(host_matrix(p.dW), 0) && all(host_vector(p.db), 0)) << "M = 0, plan";
+}
+
 // Slopes negative, 0, 1 and above 1; multipliers positive, negative and 0. (A slope of 1 makes
 // the mask irrelevant; a slope above 1 must not be taken for max(v, v slope); a multiplier of 0
 // makes G zero.)
@@ -720,6 +767,40 @@ TEST(GradientErrors, UnservedRequestsRefused) {
       EXPECT_TRUE(starts_with(e.what(), std::string(one_shot) + ": ")) << e.what();
     }
   }
+}
+
+// A View with elements but no data (null) is refused by name, input or output.
+TEST(GradientErrors, NullDataWithElementsRefused) {
+  const std::int64_t M = 6, K = 7, N = 5;
+  PF p(M, K, N, 21, 2, 0.1);
+  const Unmanaged null_mk(nullptr, M, K), null_nk(nullptr, N, K), null_mn(nullptr, M, N);
+  const UnmanagedVector null_n(nullptr, N);
+  const Unmanaged X(p.X.data(), M, K), W(p.W.data(), N, K), dY(p.dY.data(), M, N),
+      S(p.Y.data(), M, N), dX(p.dX.data(), M, K), dW(p.dW.data(), N, K);
+  const UnmanagedVector db(p.db.data(), N);
+  struct Case {
+    const char* name;
+    Unmanaged X, W, dY, S, dX, dW;
+    UnmanagedVector db;
+  };
+  const Case cases[] = {{"X", null_mk, W, dY, S, dX, dW, db},
+                        {"W", X, null_nk, dY, S, dX, dW, db},
+                        {"dY", X, W, null_mn, S, dX, dW, db},
+                        {"saved", X, W, dY, null_mn, dX, dW, db}};
+  for (const Case& c : cases) {
+    const std::string e = refusal([&] {
+      FusedLinear::linear_leaky_relu_backward(ExecSpace(), c.X, c.W, c.dY, c.S, c.dX, c.dW, c.db,
+                                              2.f, 0.1f, gradient_options(Saved::Output));
+    });
+    EXPECT_TRUE(names(e, one_shot, std::string(c.name) + " is not allocated")) << e;
+  }
+  // An output with elements and null data: the same View type as an empty one, but not empty.
+  const std::string e = refusal([&] {
+    FusedLinear::linear_leaky_relu_backward(ExecSpace(), X, W, dY, S, null_mk, dW, db, 2.f, 0.1f,
+                                            gradient_options(Saved::Output));
+  });
+  EXPECT_TRUE(names(e, one_shot, "dX is not allocated")) << e;
+  EXPECT_TRUE(untouched(p)) << "a refused call wrote an output";
 }
 
 /// The refusal names the function and says the outputs overlap something ("alias" or
