@@ -381,14 +381,15 @@ void run_hand_case(Saved saved) {
   write_matrix(p.saved(saved), s);
   p.poison();
   const GradientInfo info = p.backward(gradient_options(saved));
+  const std::string what =
+      std::string(saved_name(saved)) + ": " + describe(gradient_options(saved), info);
   const auto zero_as_plus = [](std::vector<double> v) {
     for (double& x : v) x = x == 0 ? 0.0 : x;
     return v;
   };
-  EXPECT_TRUE(same_bits("dX", zero_as_plus(host_matrix(p.dX)), c.dx)) << saved_name(saved);
-  EXPECT_TRUE(same_bits("dW", zero_as_plus(host_matrix(p.dW)), c.dw)) << saved_name(saved);
-  EXPECT_TRUE(same_bits("db", zero_as_plus(host_vector(p.db)), c.db)) << saved_name(saved);
-  (void)info;
+  EXPECT_TRUE(same_bits("dX", zero_as_plus(host_matrix(p.dX)), c.dx)) << what;
+  EXPECT_TRUE(same_bits("dW", zero_as_plus(host_matrix(p.dW)), c.dw)) << what;
+  EXPECT_TRUE(same_bits("db", zero_as_plus(host_vector(p.db)), c.db)) << what;
 }
 
 // PyTorch's semantics where they are defined: z == 0, -0 and NaN take the slope (hand case, bit
