@@ -16,16 +16,12 @@ namespace FusedLinearTorch {
 enum class DType { Float32, Float64 };
 enum class Where { Host, Cuda };
 
-/// One layer call on row-major (C-contiguous) storage: X [M,K], W [N,K], b [N], Y [M,N].
-struct Call {
+/// Where and how a call runs: the place, value type, extents and parameters every call has.
+struct CallPlace {
   DType dtype = DType::Float32;
   Where where = Where::Host;
   int device = -1;         ///< CUDA device index (Where::Cuda)
   void* stream = nullptr;  ///< cudaStream_t to order the work on (Where::Cuda)
-  const void* x = nullptr;
-  const void* w = nullptr;
-  const void* b = nullptr;
-  void* y = nullptr;
   std::int64_t m = 0, k = 0, n = 0;
   double multiplier = 1, negative_slope = 0;
   const char* algorithm = "auto";  ///< FusedLinear::algorithm_from_string's names
@@ -34,14 +30,18 @@ struct Call {
   std::size_t precision_size = 6;
 };
 
+/// One layer call on row-major (C-contiguous) storage: X [M,K], W [N,K], b [N], Y [M,N].
+struct Call : CallPlace {
+  const void* x = nullptr;
+  const void* w = nullptr;
+  const void* b = nullptr;
+  void* y = nullptr;
+};
+
 /// One gradient call on row-major storage: X [M,K], W [N,K], dY and `saved` [M,N] (the
 /// forward's output Y, its pre-activation z, or a bool mask of z > 0), dX [M,K], dW [N,K],
 /// db [N]; a null output is not computed.
-struct BackwardCall {
-  DType dtype = DType::Float32;
-  Where where = Where::Host;
-  int device = -1;         ///< CUDA device index (Where::Cuda)
-  void* stream = nullptr;  ///< cudaStream_t to order the work on (Where::Cuda)
+struct BackwardCall : CallPlace {
   const void* x = nullptr;
   const void* w = nullptr;
   const void* dy = nullptr;
@@ -49,14 +49,8 @@ struct BackwardCall {
   void* dx = nullptr;
   void* dw = nullptr;
   void* db = nullptr;
-  std::int64_t m = 0, k = 0, n = 0;
-  double multiplier = 1, negative_slope = 0;
   bool saved_is_output = true;  ///< `saved` is Y (FusedLinear::Saved::Output), else z
   bool saved_is_sign = false;   ///< `saved` is a bool mask (FusedLinear::Saved::Sign)
-  const char* algorithm = "auto";
-  std::size_t algorithm_size = 4;
-  const char* precision = "strict";
-  std::size_t precision_size = 6;
 };
 
 /// Initialises Kokkos unless the process already has (then it is left to its owner):

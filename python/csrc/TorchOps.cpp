@@ -113,6 +113,17 @@ struct Prepared {
   Call call;
 };
 
+/// The place, value type, extents and parameters of a call on x [M,K] and weight [N,K].
+void describe(FusedLinearTorch::CallPlace& c, const at::Tensor& x, const at::Tensor& weight,
+              double multiplier, double negative_slope, Strings precision, Strings algorithm) {
+  c.dtype = x.scalar_type() == at::kFloat ? DType::Float32 : DType::Float64;
+  c.m = x.size(0), c.k = x.size(1), c.n = weight.size(0);  // the extents were checked
+  c.multiplier = multiplier;
+  c.negative_slope = negative_slope;
+  c.algorithm = algorithm.data(), c.algorithm_size = algorithm.size();
+  c.precision = precision.data(), c.precision_size = precision.size();
+}
+
 /// Call after check_inputs and check_extents.
 Prepared prepare(const at::Tensor& x, const at::Tensor& weight, const at::Tensor& bias,
                  double multiplier, double negative_slope, Strings precision, Strings algorithm) {
@@ -122,16 +133,11 @@ Prepared prepare(const at::Tensor& x, const at::Tensor& weight, const at::Tensor
   p.b = bias.contiguous();
   p.y = at::empty({x.size(0), weight.size(0)}, x.options());
   Call& c = p.call;
-  c.dtype = x.scalar_type() == at::kFloat ? DType::Float32 : DType::Float64;
+  describe(c, x, weight, multiplier, negative_slope, precision, algorithm);
   c.x = p.x.data_ptr();
   c.w = p.w.data_ptr();
   c.b = p.b.data_ptr();
   c.y = p.y.data_ptr();
-  c.m = x.size(0), c.k = x.size(1), c.n = weight.size(0);  // check_extents has matched them
-  c.multiplier = multiplier;
-  c.negative_slope = negative_slope;
-  c.algorithm = algorithm.data(), c.algorithm_size = algorithm.size();
-  c.precision = precision.data(), c.precision_size = precision.size();
   return p;
 }
 
@@ -274,7 +280,7 @@ PreparedBackward prepare_backward(const at::Tensor& grad_y, const at::Tensor& x,
   if (output_mask[1]) p.dw = at::empty(weight.sizes(), x.options());
   if (output_mask[2]) p.db = at::empty({weight.size(0)}, x.options());
   BackwardCall& c = p.call;
-  c.dtype = x.scalar_type() == at::kFloat ? DType::Float32 : DType::Float64;
+  describe(c, x, weight, multiplier, negative_slope, precision, algorithm);
   c.x = p.x.data_ptr();
   c.w = p.w.data_ptr();
   c.dy = p.dy.data_ptr();
@@ -282,13 +288,8 @@ PreparedBackward prepare_backward(const at::Tensor& grad_y, const at::Tensor& x,
   c.dx = p.dx.defined() ? p.dx.data_ptr() : nullptr;
   c.dw = p.dw.defined() ? p.dw.data_ptr() : nullptr;
   c.db = p.db.defined() ? p.db.data_ptr() : nullptr;
-  c.m = x.size(0), c.k = x.size(1), c.n = weight.size(0);
-  c.multiplier = multiplier;
-  c.negative_slope = negative_slope;
   c.saved_is_output = saved_is_output;
   c.saved_is_sign = saved.scalar_type() == at::kBool;
-  c.algorithm = algorithm.data(), c.algorithm_size = algorithm.size();
-  c.precision = precision.data(), c.precision_size = precision.size();
   return p;
 }
 

@@ -106,15 +106,8 @@ class GradientPlan {
   const ExecSpace& space() const { return m_exec; }
 
  private:
-  /// As Plan's: never throws, never waits while a capture the library knows of is in progress.
-  void release() noexcept {
-    if (!m_impl) return;
-    if (!Impl::is_host_space<ExecSpace>() && Impl::forked_after_initialize().load()) {
-      (void)m_impl.release();
-      return;
-    }
-    Impl::PlanCache::instance().destroy_when_safe(std::move(m_impl), m_exec);
-  }
+  /// Impl::release_plan, as Plan's.
+  void release() noexcept { Impl::release_plan(m_impl, m_exec); }
   ExecSpace m_exec;
   std::unique_ptr<Impl_> m_impl;
 };

@@ -105,22 +105,9 @@ class Plan {
   const ExecSpace& space() const { return m_exec; }
 
  private:
-  /// Never throws, and never waits for the device while a capture the library knows of is in
-  /// progress (nor when the plan's own stream is being captured): the memory is then handed to
-  /// the plan cache, freed once the instance's work is done and no such capture is in progress.
-  /// In a child forked after Kokkos started a device, the memory is the parent's: abandoned.
-  void release() noexcept {
-    if (!m_impl) return;
-    if (!Impl::is_host_space<ExecSpace>() && Impl::forked_after_initialize().load()) {
-      (void)m_impl.release();
-      return;
-    }
-    if (m_impl->workspace_bytes() == 0) {
-      m_impl.reset();
-      return;
-    }
-    Impl::PlanCache::instance().destroy_when_safe(std::move(m_impl), m_exec);
-  }
+  /// Impl::release_plan: never throws, never waits while a capture the library knows of is in
+  /// progress.
+  void release() noexcept { Impl::release_plan(m_impl, m_exec); }
   ExecSpace m_exec;
   std::unique_ptr<Impl_> m_impl;
 };

@@ -376,6 +376,25 @@ class PlanCache {
   bool m_hook_registered = false;
 };
 
+/// What a Plan's (or GradientPlan's) destruction does with its implementation: never throws,
+/// and never waits for the device while a capture the library knows of is in progress (nor
+/// when the plan's own stream is being captured): memory is handed to the plan cache, freed
+/// once the instance's work is done and no such capture is in progress. In a child forked after
+/// Kokkos started a device, the memory is the parent's: abandoned.
+template <class T, class ExecSpace>
+void release_plan(std::unique_ptr<T>& impl, const ExecSpace& exec) noexcept {
+  if (!impl) return;
+  if (!is_host_space<ExecSpace>() && forked_after_initialize().load()) {
+    (void)impl.release();
+    return;
+  }
+  if (impl->workspace_bytes() == 0) {
+    impl.reset();
+    return;
+  }
+  PlanCache::instance().destroy_when_safe(std::move(impl), exec);
+}
+
 }  // namespace Impl
 }  // namespace FusedLinear
 
