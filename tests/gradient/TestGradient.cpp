@@ -114,6 +114,27 @@ TEST(GradientReference, LibraryReferenceAgreesWithTheOracle) {
   for (double slope : {-0.5, 0.0, 1.5}) agree(in, 2, slope, "special values");
 }
 
+// The library's reference fails with a clear exception, naming itself, where it cannot allocate
+// (2^24 x 2^24 doubles for G: 2 PB) or where the byte count overflows 64 bits (2^31 x 2^31).
+// (Unmanaged Views over four floats: nothing is read before the allocation.)
+TEST(GradientReference, LibraryReferenceAllocationFailureIsAnException) {
+  float x[4] = {}, w[4] = {}, dy[4] = {}, saved[4] = {};
+  using HostMatrix =
+      Kokkos::View<float**, Kokkos::LayoutRight, Kokkos::HostSpace, Kokkos::MemoryUnmanaged>;
+  for (const std::size_t extent : {std::size_t(1) << 24, std::size_t(1) << 31}) {
+    const HostMatrix X(x, extent, 1), W(w, extent, 1), dY(dy, extent, extent),
+        S(saved, extent, extent);
+    try {
+      FusedLinear::reference_linear_leaky_relu_backward(X, W, dY, S, 2.0, 0.1);
+      ADD_FAILURE() << "no exception at " << extent;
+    } catch (const std::runtime_error& e) {
+      EXPECT_TRUE(starts_with(e.what(),
+                              "FusedLinear::reference_linear_leaky_relu_backward: cannot allocate"))
+          << e.what();
+    }
+  }
+}
+
 // ---------------------------------------------------------------------------------------------
 // The maths.
 
