@@ -99,7 +99,6 @@ template <>
 struct Views<Kind::Right> : Contiguous<Kokkos::LayoutRight> {};
 template <>
 struct Views<Kind::Left> : Contiguous<Kokkos::LayoutLeft> {};
-#if defined(FUSED_LINEAR_TEST_GRADIENT_STRIDED_OUTPUTS)  // (the tests below say why)
 template <>
 struct Views<Kind::Stride> {
   using Matrix = Kokkos::View<Scalar**, Kokkos::LayoutStride, MemorySpace, Kokkos::MemoryUnmanaged>;
@@ -111,7 +110,6 @@ struct Views<Kind::Stride> {
     return Vector(base + g.offset, Kokkos::LayoutStride(g.rows, g.s0));
   }
 };
-#endif
 template <>
 struct Views<Kind::Subview> {
   using Wide = Views<Kind::Right>;
@@ -347,22 +345,9 @@ TEST(GradientViews, LayoutLeftWithGuardBands) {
   every_call<Kind::Left>(33, 7, 17);
   every_call<Kind::Left>(7, 1, 33);
 }
-// LayoutStride outputs: GradientImpl::run fills an empty product's dX or dW with
-// Kokkos::deep_copy(exec, View, value), which Kokkos 3.4 defines for rank-2 LayoutLeft and
-// LayoutRight Views only, so a plan on LayoutStride dX and dW does not compile there. These
-// tests compile with FUSED_LINEAR_TEST_GRADIENT_STRIDED_OUTPUTS (define it once the library
-// fills them otherwise) and are skipped, saying why, until then.
-#if defined(FUSED_LINEAR_TEST_GRADIENT_STRIDED_OUTPUTS)
-#define FUSED_LINEAR_TEST_STRIDED(...) __VA_ARGS__
-#else
-#define FUSED_LINEAR_TEST_STRIDED(...)                                                      \
-  GTEST_SKIP() << "a plan on LayoutStride dX and dW does not compile with Kokkos 3.4 (the " \
-                  "library's deep_copy(exec, View, value)): define "                        \
-                  "FUSED_LINEAR_TEST_GRADIENT_STRIDED_OUTPUTS to build this test"
-#endif
 TEST(GradientViews, LayoutStrideWithGapsAndGuardBands) {
-  FUSED_LINEAR_TEST_STRIDED(every_call<Kind::Stride>(33, 7, 17);
-                            every_call<Kind::Stride>(129, 33, 1));
+  every_call<Kind::Stride>(33, 7, 17);
+  every_call<Kind::Stride>(129, 33, 1);
 }
 TEST(GradientViews, SubviewsAtAnOffsetWithGuardBands) {
   every_call<Kind::Subview>(33, 7, 17);
@@ -371,7 +356,7 @@ TEST(GradientViews, SubviewsAtAnOffsetWithGuardBands) {
 // dX in the gaps between X's columns: no element shared, so accepted, and X read right while
 // dX is written beside it.
 TEST(GradientViews, OutputInterleavedWithAnInputIsAccepted) {
-  FUSED_LINEAR_TEST_STRIDED(every_call<Kind::Stride>(17, 9, 13, true));
+  every_call<Kind::Stride>(17, 9, 13, true);
 }
 
 // Mixed layouts (X, dY and dX LayoutLeft; W, saved, dW and db LayoutRight): no vendor BLAS
