@@ -99,7 +99,7 @@ while [ $# -gt 0 ]; do
         mpiexec -np 2 --bind-to none "$DEVICE_DIR"/bin/mpi_sharded_linear 500 1000 700 || exit 1
         for p in strict 3xtf32; do
           mpiexec -np 2 --bind-to none "$DEVICE_DIR"/bin/mpi_sharded_bench 1024 8192 8192 \
-            --precision $p --reps 10 || exit 1
+            --precision $p --reps 10 --backward || exit 1
         done' ;;
     huge)
       shift

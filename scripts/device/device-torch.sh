@@ -284,14 +284,15 @@ run_suite() {
     "-DCMAKE_CXX_COMPILER=${prefix}/bin/nvcc_wrapper" "-DCMAKE_CUDA_COMPILER=${CUDA_HOME}/bin/nvcc" \
     -DFusedLinear_ENABLE_HEADER_CHECKS=OFF -DFusedLinear_ENABLE_PERF=OFF ${SUITE_CMAKE_ARGS:-} ||
     return 1
-  local targets=(${SUITE_TARGETS:-fused_linear_tests fused_linear_tests_reinitialize linear_leaky_relu_example})
+  local targets=(${SUITE_TARGETS:-fused_linear_tests fused_linear_tests_gradient
+    fused_linear_tests_reinitialize linear_leaky_relu_example})
   cmake --build "${suite}" -j "${jobs}" --target "${targets[@]}" || return 1
   local rc=0 t
   for t in "${targets[@]}"; do
     case "${t}" in
       fused_linear_tests) "${suite}/tests/${t}" --gtest_filter="${GTEST_FILTER:-*}" \
                             --gtest_output="xml:${out}/gtest.xml" || rc=1 ;;
-      fused_linear_tests_reinitialize) "${suite}/tests/${t}" || rc=1 ;;
+      fused_linear_tests_reinitialize | fused_linear_tests_gradient) "${suite}/tests/${t}" || rc=1 ;;
       linear_leaky_relu_example) "${suite}/examples/${t}" 1000 3000 2000 || rc=1 ;;
     esac
   done

@@ -104,8 +104,10 @@ struct GradientPrepass {
   KOKKOS_INLINE_FUNCTION Scalar g(std::int64_t m, std::int64_t n) const {
     using Saved = typename SavedView::non_const_value_type;
     const Scalar dy = dY(m, n);
-    // y > 0, z > 0 (NaN is not), or the mask's nonzero.
-    return (saved(m, n) > Saved(0) ? dy : dy * slope) * multiplier;
+    // y > 0 or z > 0 (NaN is not), or a mask's nonzero (negative integers included).
+    const Saved v = saved(m, n);
+    const bool positive = std::is_integral<Saved>::value ? v != Saved(0) : v > Saved(0);
+    return (positive ? dy : dy * slope) * multiplier;
   }
   KOKKOS_INLINE_FUNCTION void operator()(std::int64_t block, std::int64_t n) const {
     const std::int64_t last = (block + 1) * gradient_rows_per_partial;
@@ -147,6 +149,25 @@ struct SumPartials {
     db(n) = accumulate ? Scalar(db(n) + Scalar(sum)) : Scalar(sum);
   }
 };
+
+/// Zeros into an output of any layout (Kokkos 3.4's deep_copy of a value takes no rank-2
+/// LayoutStride View). At namespace scope: CUDA's extended lambdas cannot be defined in a
+/// private member.
+template <class ExecSpace, class V>
+void fill_zero(const ExecSpace& exec, const V& v) {
+  using Scalar = typename V::non_const_value_type;
+  if constexpr (V::rank == 1) {
+    Kokkos::parallel_for(
+        "FusedLinear::gradient::zero",
+        Kokkos::RangePolicy<ExecSpace, Kokkos::IndexType<std::int64_t>>(exec, 0, v.extent(0)),
+        KOKKOS_LAMBDA(std::int64_t i) { v(i) = Scalar(0); });
+  } else {
+    Kokkos::parallel_for(
+        "FusedLinear::gradient::zero",
+        elementwise_policy<ExecSpace, typename V::array_layout>(exec, v.extent(0), v.extent(1)),
+        KOKKOS_LAMBDA(std::int64_t i, std::int64_t j) { v(i, j) = Scalar(0); });
+  }
+}
 
 /// A product's path: KokkosBlas::gemm (strict or TF32), or cuBLASLt's 3xTF32.
 enum class ProductPath { None, KokkosBlas, Lt3x };
@@ -284,7 +305,8 @@ class GradientImpl {
     const auto output = [&](const auto& out, const char* name) {
       if (maps_two_indices_to_one_element(out))
         refuse(function, std::string(name) + "'s strides map two of its elements to one address");
-      const auto apart = [&](const auto& in, const char* other) {
+      // `name` by value: the lambda outlives this call.
+      const auto apart = [&, name](const auto& in, const char* other) {
         if (shares_elements(out, in))
           refuse(function, std::string(name) + " aliases " + other +
                                " (they share elements: an output must not overlap another View)");
@@ -448,18 +470,18 @@ class GradientImpl {
             Kokkos::RangePolicy<ExecSpace, Kokkos::IndexType<std::int64_t>>(exec, 0, N),
             SumPartials<DBView, Partials>{db, partials(), m_blocks, accumulate});
       else if (!accumulate)
-        Kokkos::deep_copy(exec, db, Scalar(0));  // M = 0: the sum of no rows
+        fill_zero(exec, db);  // M = 0: the sum of no rows
     }
     const GConst Gc = G;
     if (m_dx && M > 0 && K > 0) {
       if (!m_dx_product)  // N = 0: a sum over no columns of G
-        Kokkos::deep_copy(exec, dX, Scalar(0));
+        fill_zero(exec, dX);
       else
         product(exec, m_info.dx, Gc, W, dX, "N", Scalar(0), true);
     }
     if (m_dw && N > 0 && K > 0) {
       if (!m_dw_product) {
-        if (!accumulate) Kokkos::deep_copy(exec, dW, Scalar(0));  // M = 0
+        if (!accumulate) fill_zero(exec, dW);  // M = 0
       } else {
         product(exec, m_info.dw, Gc, X, dW, "T", Scalar(accumulate ? 1 : 0), false);
       }
