@@ -2,6 +2,7 @@
 // The gradient under Planning::Measure (each product's candidates timed, the choice kept as
 // wisdom) and captured into CUDA graphs (a plan's execute and the one-shot call replayed give
 // the eager call's bits).
+#include <atomic>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -58,6 +59,34 @@ TEST(GradientPlanning, MeasureChoosesAndRemembers) {
     EXPECT_EQ(a.precision, b.precision);
     EXPECT_EQ(b.from_wisdom, a.measured) << describe(o, second.info());
   }
+}
+
+std::atomic<int> allocations{0};
+void count_allocation(const Kokkos_Profiling_SpaceHandle, const char*, const void*,
+                      const std::uint64_t) {
+  ++allocations;
+}
+
+// After the plan (and the one-shot call's cached plan) is made, execute and the one-shot call
+// allocate nothing: Kokkos' allocation hook counts none (and counts a View made meanwhile).
+TEST(GradientPlanning, ExecuteAllocatesNothing) {
+  P p(40, 50, 30, 33, 2.0, 0.1);
+  const GradientOptions o = gradient_options(Saved::Output, true);
+  const Plan plan(ExecSpace(), p.X, p.W, p.dY, p.Y, p.dX, p.dW, p.db, 2.0f, 0.1f, o);
+  p.backward(o);
+  Kokkos::fence();
+  Kokkos::Tools::Experimental::set_allocate_data_callback(count_allocation);
+  allocations = 0;
+  for (int i = 0; i < 2; ++i) {
+    plan.execute(p.X, p.W, p.dY, p.Y, p.dX, p.dW, p.db);
+    p.backward(o);
+  }
+  Kokkos::fence();
+  const int during_calls = allocations.load();
+  { const P::Vector counted("counted", 1); }
+  Kokkos::Tools::Experimental::set_allocate_data_callback(nullptr);
+  EXPECT_EQ(during_calls, 0);
+  EXPECT_EQ(allocations.load(), 1) << "the hook must count a View's allocation";
 }
 
 #if defined(KOKKOS_ENABLE_CUDA)
