@@ -17,6 +17,7 @@ it.
     python3 perf/compare.py --device cpu --threads 2 --sweep     # the host sweep on 2 threads
     python3 perf/compare.py --sweep --no-run            # re-tabulate the JSON already in --out
     python3 perf/compare.py --sweep --tf32 --planning both   # auto by the rule and measured
+    python3 perf/compare.py --pass step --tf32 1024x8192x8192   # the training step, see below
 
 `--planning measure` makes every plan with Planning::Measure; `--planning both` times every path
 as estimated plus auto measured, in the same rounds of one perf-program run, and the summary
@@ -26,6 +27,16 @@ The raw outputs stay in --out beside the results: ours_<shape>[_<precision>].jso
 peers.json and peers-meta.json; the results are run.csv (the run in the schema of perf/data/:
 `PYTHONPATH=perf python3 -m tuning.data add OUT --run-id ID --machine NAME` adds it there),
 compare-summary.csv, compare.json (the summary), compare-meta.json and compare.png.
+
+`--pass backward|step` times the layer's gradient (dX, dW, db) or the training step (forward +
+backward) instead: the perf program's --pass (paths TRAINING_PATHS) per shape and precision,
+and torch_peers.py --pass with all shapes: eager PyTorch's layer (Linear, * multiplier,
+LeakyReLU, then backward) beside fused_linear's module (FusedLinearLeakyReLU forward + backward,
+from --module-path) at the same precisions. It prints every row with its ratio to eager PyTorch
+fp32's pass and, per shape and precision, our auto and the module against it; it writes
+<pass>_<shape>[_<precision>].json, peers-<pass>.json, peers-<pass>-meta.json, training.csv (the
+rows in the schema of perf/data/training.csv) and compare-meta.json; `tuning.data add OUT
+--run-id ID --machine NAME` adds them to perf/data/training.csv.
 """
 import argparse
 import csv
@@ -41,7 +52,7 @@ from pathlib import Path
 
 # perf/tuning/, beside this file (and in the device bundle): the dataset's schema, the tables.
 from tuning import data, report
-from tuning.names import BLAS_THREAD_VARIABLES, parse_shape, shape_arg
+from tuning.names import BLAS_THREAD_VARIABLES, REFERENCE_PEER, parse_shape, shape_arg
 
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parent
@@ -113,6 +124,13 @@ PATHS = {
     },
     "cpu": {"strict": "auto,vendor,vendor_prefill,fused,fused_skinny"},
 }
+# The same for --pass backward|step: the gradient's paths (auto, vendor: KokkosBlas::gemm,
+# vendor_lt: cuBLASLt, the only one with 3xtf32).
+TRAINING_PATHS = {
+    # vendor_lt runs the gradient's products in 3xtf32 only, vendor in strict and tf32.
+    "cuda": {"strict": "auto,vendor", "tf32": "auto,vendor", "3xtf32": "auto,vendor_lt"},
+    "cpu": {"strict": "auto,vendor"},
+}
 # Prepended to --perf-args on the host (a later option of the same name wins): a 2-core host
 # needs fewer calls than a GPU for a stable median, and the host sweep must finish in minutes.
 HOST_PERF_ARGS = ["--reps", "10", "--warmup", "2"]
@@ -129,10 +147,17 @@ def log(message):
 # ------------------------------------------------------------------------- running and loading
 
 
-def ours_json(out_dir, shape, precision="strict"):
+def ours_json(out_dir, shape, precision="strict", pass_="forward"):
+    # The forward's files are ours_*: tuning.data reads a folder's ours_*.json as a forward run.
+    stem = "ours" if pass_ == "forward" else pass_
     return out_dir / (
-        f"ours_{shape}.json" if precision == "strict" else f"ours_{shape}_{precision}.json"
+        f"{stem}_{shape}.json" if precision == "strict" else f"{stem}_{shape}_{precision}.json"
     )
+
+
+def paths_of(args, precision):
+    table = PATHS if args.pass_ == "forward" else TRAINING_PATHS
+    return table[args.device].get(precision)
 
 
 def execute(cmd, env):
@@ -150,6 +175,7 @@ def perf_command(args, shape, json_path, precision, paths):
     mode += [] if paths is None else ["--algorithm", paths]
     host = HOST_PERF_ARGS if args.device == "cpu" else []
     mode += [] if args.planning == "estimate" else ["--planning", args.planning]
+    mode += [] if args.pass_ == "forward" else ["--pass", args.pass_]
     return (
         [
             str(args.perf),
@@ -176,8 +202,8 @@ def run_ours(args, shape, out_dir, precision="strict"):
     """One perf-program run for one shape and precision; returns (exit status, problems). If
     the perf program rejects the command line (exit 2) without writing JSON, e.g. a path name it
     does not know, each path is run alone and the results that came back are merged."""
-    target = ours_json(out_dir, shape, precision)
-    paths = PATHS[args.device].get(precision)
+    target = ours_json(out_dir, shape, precision, args.pass_)
+    paths = paths_of(args, precision)
     cmd = perf_command(args, shape, target, precision, paths)
     log(f"$ {shlex.join(cmd)}")
     rc = execute(cmd, args.env)
@@ -218,6 +244,11 @@ def peers_supports_meta(path):
         return False
 
 
+def peers_json(out_dir, pass_, meta=False):
+    stem = "peers" if pass_ == "forward" else f"peers-{pass_}"
+    return out_dir / (f"{stem}-meta.json" if meta else f"{stem}.json")
+
+
 def run_peers(args, shapes, out_dir):
     """One torch_peers.py run for all shapes (one process: torch and the device start once)."""
     cmd = [
@@ -228,15 +259,24 @@ def run_peers(args, shapes, out_dir):
         "--slope",
         str(args.slope),
         "--json",
-        str(out_dir / "peers.json"),
+        str(peers_json(out_dir, args.pass_)),
     ]
     if peers_supports_meta(args.peers):
-        cmd += ["--meta", str(out_dir / "peers-meta.json")]
+        cmd += ["--meta", str(peers_json(out_dir, args.pass_, meta=True))]
     if args.device == "cpu":
         cmd += ["--device", "cpu", "--threads", str(args.threads)]
+    env = args.env
+    if args.pass_ != "forward":
+        # fused_linear's module beside eager PyTorch, at the precisions our paths run.
+        cmd += ["--pass", args.pass_, "--module-precisions", ",".join(precisions(args))]
+        if args.module_path is not None:
+            env = dict(env)
+            env["PYTHONPATH"] = str(args.module_path) + (
+                ":" + env["PYTHONPATH"] if env.get("PYTHONPATH") else ""
+            )
     cmd += shlex.split(args.peers_args) + shapes
     log(f"$ {shlex.join(cmd)}")
-    return execute(cmd, args.env)
+    return execute(cmd, env)
 
 
 def with_shape(rows):
@@ -244,21 +284,24 @@ def with_shape(rows):
     return [dict(r, shape=data.shape_name(r)) for r in rows if r]
 
 
-def load_ours(path):
+def load_ours(path, pass_="forward"):
     """The perf program's config and its rows in the dataset's schema (tuning.data reads the
-    file); a path that ran otherwise than asked says why in its note, logged here."""
+    file; training.csv's for --pass backward|step); a path that ran otherwise than asked says
+    why in its note, logged here."""
     config, results = data.parse_perf_json(path)
     for r in results:
-        note = r.get("note") or r.get("error")
+        note = r.get("note") or r.get("error") or r.get("refused")
         if note:
             log(f"note: {r['shape']} {r.get('algorithm_requested', '?')}: {note}")
-    return config, with_shape(data.ours_row(config, r) for r in results)
+    convert = data.ours_row if pass_ == "forward" else data.training_ours_row
+    return config, with_shape(convert(config, r) for r in results)
 
 
-def load_peers(path, shapes):
+def load_peers(path, shapes, pass_="forward"):
     """The rows of torch_peers.py's JSON of the shapes asked, in the dataset's schema."""
     wanted = set(shapes)
-    rows = with_shape(data.peer_row(r) for r in json.loads(path.read_text()))
+    convert = data.peer_row if pass_ == "forward" else data.training_peer_row
+    rows = with_shape(convert(r) for r in json.loads(path.read_text()))
     return [r for r in rows if r["shape"] in wanted]
 
 
@@ -272,7 +315,7 @@ def collect(args, shapes, out_dir):
     rows, configs, problems = [], [], []
     for i, shape in enumerate(shapes, 1):
         for precision in precisions(args):
-            path = ours_json(out_dir, shape, precision)
+            path = ours_json(out_dir, shape, precision, args.pass_)
             if not args.no_run:
                 log(f"{i}/{len(shapes)} {shape}: FusedLinear perf program ({precision})")
                 path.unlink(missing_ok=True)  # never tabulate a stale file from an earlier run
@@ -286,23 +329,23 @@ def collect(args, shapes, out_dir):
                 elif rc != 0:
                     problems.append(f"{shape}: the perf program ({precision}) exited with {rc}")
             if path.exists():
-                config, loaded = load_ours(path)
+                config, loaded = load_ours(path, args.pass_)
                 rows += loaded
                 configs.append(config)
             else:
                 problems.append(f"{shape}: no {path}")
     if args.peers is None:
         return rows, configs, problems
-    path = out_dir / "peers.json"
+    path = peers_json(out_dir, args.pass_)
     if not args.no_run:
         log(f"PyTorch peers, all shapes at once: {args.peers}")
         path.unlink(missing_ok=True)
-        (out_dir / "peers-meta.json").unlink(missing_ok=True)
+        peers_json(out_dir, args.pass_, meta=True).unlink(missing_ok=True)
         rc = run_peers(args, shapes, out_dir)
         if rc != 0:
             problems.append(f"the peers script exited with {rc}")
     if path.exists():
-        rows += load_peers(path, shapes)
+        rows += load_peers(path, shapes, args.pass_)
     else:
         problems.append(f"no {path}")
     return rows, configs, problems
@@ -384,7 +427,7 @@ def git_commit():
 
 def metadata(args, shapes, configs, problems, summary):
     peers_meta = None
-    pm = args.out / "peers-meta.json"
+    pm = peers_json(args.out, args.pass_, meta=True)
     if args.peers is not None and pm.exists():
         peers_meta = json.loads(pm.read_text())
     first = configs[0] if configs else {}
@@ -397,11 +440,13 @@ def metadata(args, shapes, configs, problems, summary):
         no_run=args.no_run,
         device=args.device,
         threads=args.threads if args.device == "cpu" else None,
+        module_path=None if args.module_path is None else str(args.module_path),
         sweep=args.sweep_name,
         shapes=shapes,
+        **{"pass": args.pass_},
         precisions=precisions(args),
         planning=args.planning,
-        paths={p: PATHS[args.device].get(p) for p in precisions(args)},
+        paths={p: paths_of(args, p) for p in precisions(args)},
         perf_args=(HOST_PERF_ARGS if args.device == "cpu" else []) + shlex.split(args.perf_args),
         peers_args=args.peers_args,
         kokkos={
@@ -435,11 +480,117 @@ def metadata(args, shapes, configs, problems, summary):
         else None,
         git_commit=commit,
         git_dirty=dirty,
+        # A shared host's load (1, 5, 15 minutes) when the run ends: its medians move with it.
+        load_average=list(os.getloadavg()) if hasattr(os, "getloadavg") else None,
         multiplier=args.mult,
         slope=args.slope,
         flagged=sum(1 for s in summary if s["flags"]),
         problems=problems,
     )
+
+
+# ------------------------------------------------------------------------- training passes
+
+
+def training_table(rows, shapes):
+    """--pass backward|step: every row with its speed relative to eager PyTorch fp32's pass of
+    the same shape (x eager above 1: faster), as a text table."""
+    eager = {r["shape"]: r["median_ms"] for r in rows if r["path"] == REFERENCE_PEER}
+    order = {s: i for i, s in enumerate(shapes)}
+    source_order = {"ours": 0, "module": 1, "peer": 2}
+    rows = sorted(
+        rows, key=lambda r: (order.get(r["shape"], len(order)), source_order[r["source"]])
+    )
+    head = (
+        "shape",
+        "pass",
+        "source",
+        "path",
+        "precision",
+        "ran",
+        "median ms",
+        "min ms",
+        "x eager",
+        "rel err",
+    )
+    cells = [head]
+    for r in rows:
+        e = eager.get(r["shape"])
+        cells.append(
+            (
+                r["shape"],
+                r["pass"],
+                r["source"],
+                r["path"],
+                r.get("precision") or "-",
+                r.get("ran") or "-",
+                f"{r['median_ms']:.4f}",
+                "-" if r.get("min_ms") is None else f"{r['min_ms']:.4f}",
+                "-" if not e else f"{e / r['median_ms']:.2f}",
+                "-" if r.get("rel_err") is None else f"{r['rel_err']:.2e}",
+            )
+        )
+    widths = [max(len(c[i]) for c in cells) for i in range(len(head))]
+    return "\n".join("  ".join(c.ljust(w) for c, w in zip(row, widths)).rstrip() for row in cells)
+
+
+def training_summary(rows, shapes, floors):
+    """Per shape and precision: our auto (C++), the module and eager PyTorch, with ratios."""
+    eager = {r["shape"]: r["median_ms"] for r in rows if r["path"] == REFERENCE_PEER}
+    lines = []
+    for shape in shapes:
+        for precision in floors:
+            auto = next(
+                (
+                    r
+                    for r in rows
+                    if r["shape"] == shape
+                    and r["source"] == "ours"
+                    and r["path"] == "auto"
+                    and r["precision"] == precision
+                ),
+                None,
+            )
+            module = next(
+                (
+                    r
+                    for r in rows
+                    if r["shape"] == shape
+                    and r["source"] == "module"
+                    and r["precision"] == precision
+                ),
+                None,
+            )
+            e = eager.get(shape)
+            parts = []
+            for name, r in (("C++ auto", auto), ("module", module)):
+                if r is not None:
+                    ratio = f" (x{e / r['median_ms']:.2f} eager)" if e else ""
+                    parts.append(f"{name} {r['median_ms']:.4f} ms{ratio}")
+            if parts:
+                tail = f", eager fp32 {e:.4f} ms" if e else ", no eager row"
+                lines.append(f"{shape} {precision}: " + ", ".join(parts) + tail)
+    return lines
+
+
+def main_training(args, shapes):
+    """compare.py --pass backward|step: the perf program's pass per shape and precision, the
+    peers' (eager PyTorch and fused_linear's module), one table, training.csv."""
+    rows, configs, problems = collect(args, shapes, args.out)
+    print(flush=True)
+    print(training_table(rows, shapes), flush=True)
+    print(flush=True)
+    for line in training_summary(rows, shapes, precisions(args)):
+        log(line)
+    (args.out / "training.csv").write_text(data.training_text(rows))
+    meta_path = args.out / "compare-meta.json"
+    if not (args.no_run and meta_path.exists()):  # re-tabulating keeps the run's own metadata
+        meta = metadata(args, shapes, configs, problems, [])
+        meta_path.write_text(json.dumps(meta, indent=1) + "\n")
+    log(f"wrote {args.out / 'training.csv'}, {args.out / 'compare-meta.json'}")
+    for problem in problems:
+        log(f"problem: {problem}")
+    return 1 if problems else 0
 
 
 # ------------------------------------------------------------------------- main
@@ -528,6 +679,23 @@ def parse_args(argv=None):
         "rounds)",
     )
     p.add_argument(
+        "--pass",
+        dest="pass_",
+        choices=["forward", "backward", "step"],
+        default="forward",
+        help="forward (default: the layer), backward (dX, dW, db) or step (forward + "
+        "backward): the perf program's --pass beside torch_peers.py --pass (eager PyTorch "
+        "and fused_linear's module); writes training.csv, read by tuning.data add",
+    )
+    p.add_argument(
+        "--module-path",
+        type=Path,
+        default=None,
+        help="--pass backward|step: the folder with the fused_linear package for the peers' "
+        "module rows, put first on their PYTHONPATH (default: build/cuda/python, or "
+        "build/host/python with --device cpu, where it exists)",
+    )
+    p.add_argument(
         "--tf32", action="store_true", help="also time the tf32 and 3xtf32 precisions (CUDA builds)"
     )
     p.add_argument(
@@ -584,6 +752,11 @@ def parse_args(argv=None):
             / ("build/host" if args.device == "cpu" else "build/cuda")
             / "perf/fused_linear_perf"
         )
+    if args.module_path is None and args.pass_ != "forward":
+        built = REPO / ("build/host" if args.device == "cpu" else "build/cuda") / "python"
+        args.module_path = built if (built / "fused_linear").is_dir() else None
+    if args.pass_ != "forward" and args.planning == "both":
+        p.error("--planning both times the forward's paths: use estimate or measure with --pass")
     peak, bandwidth = PLOT_DEFAULTS[args.device]
     args.rough_roofline = args.device == "cpu" and args.peak_tflops is None
     args.peak_tflops = peak if args.peak_tflops is None else args.peak_tflops
@@ -619,6 +792,8 @@ def main(argv=None):
     args = parse_args(argv)
     shapes = args.shape_list
     args.out.mkdir(parents=True, exist_ok=True)
+    if args.pass_ != "forward":
+        return main_training(args, shapes)
 
     rows, configs, problems = collect(args, shapes, args.out)
     summary = report.summarize(rows, shapes)

@@ -5,6 +5,7 @@ reference model (Model: nn.Linear -> * multiplier -> LeakyReLU), eager and torch
 
     PYTHONPATH=build/<preset>/python python3 perf/kernelbench_eval.py --out DIR
     python3 perf/kernelbench_eval.py --smoke --out DIR     # CPU, small counts (ctest runs it)
+    python3 perf/kernelbench_eval.py --train --out DIR     # also each problem's training step
 
 The method, written from KernelBench's published description (not its code):
 - Model and ModelNew are each built after torch.manual_seed(42) (and torch.cuda.manual_seed(42))
@@ -34,6 +35,15 @@ PyTorch's dispatcher from C++, output allocation included), plus the op and the 
 from Python. Each mode is timed two ways: "latency" (call + wait for the stream, per call) and
 "enqueue" (the host time of a call that returns before the device finishes). Overhead = mode
 minus plan, as the median over interleaved rounds (clock drift touches every mode alike).
+
+--train also times each problem's training step, as a problem of its own ("seed-step",
+"earlier-step"): every model's call is zero_grad(set_to_none=True), forward on an x that requires
+gradients, backward of one fixed upstream gradient (torch.randn after seed 42), with autograd on;
+Model (eager, torch.compile) and ModelNew timed alike, interleaved as above. A trial is correct
+when ModelNew's output passes the allclose above against Model's and its gradients of x, weight
+and bias pass it against float64 gradients of its own output (the sign of z taken from its y: a
+z within rounding of 0 may land on either side in Model and ModelNew, which the output's check
+already covers). `tuning.data add-kernelbench OUT --run-id ID --machine NAME` keeps a run.
 
 --host-sweep instead times the CPU op beside eager PyTorch at perf/compare.py's host shapes
 (--threads N for both; FUSED_LINEAR_NUM_THREADS defaults to the same): host_sweep.csv/json.
@@ -178,10 +188,11 @@ class L2Flush:
             self.buffer.fill_(42)
 
 
-def time_model(fn, inputs, device, warmup, calls, flush):
+def time_model(fn, inputs, device, warmup, calls, flush, grad=False):
     """KernelBench's timing of one model: `warmup` calls, then `calls` timed calls of which the
-    first is discarded, each after the flush and a synchronisation."""
-    with torch.no_grad():
+    first is discarded, each after the flush and a synchronisation (`grad`: with autograd on,
+    for a training step)."""
+    with torch.enable_grad() if grad else torch.no_grad():
         for _ in range(warmup):
             fn(*inputs)
             synchronize(device)
@@ -214,7 +225,7 @@ def summary(times):
     )
 
 
-def time_models(models, inputs, device, warmup, calls, flush, rounds):
+def time_models(models, inputs, device, warmup, calls, flush, rounds, grad=False):
     """Every model timed as time_model does, in `rounds` interleaved rounds of (calls - 1) /
     rounds kept calls each (A B C, B C A, ...: clock and temperature drift touch every model
     alike); rounds = 1 is KernelBench's order, one model after the other. A model that raises
@@ -229,11 +240,77 @@ def time_models(models, inputs, device, warmup, calls, flush, rounds):
                 continue
             try:
                 times[name] += time_model(
-                    models[name], inputs, device, warmup if r == 0 else 0, kept + 1, flush
+                    models[name], inputs, device, warmup if r == 0 else 0, kept + 1, flush, grad
                 )
             except Exception as e:  # noqa: BLE001  (reported, the rest still runs)
                 errors[name] = dict(error=f"{type(e).__name__}: {e}")
     return {name: errors.get(name) or summary(times[name]) for name in models}
+
+
+# ------------------------------------------------------------------ training step (--train)
+def step_of(model, dy):
+    """A training step of `model` as a call: zero_grad(set_to_none=True), forward, backward of
+    the fixed upstream gradient dy (the input's gradient cleared and computed too)."""
+
+    def step(x):
+        model.zero_grad(set_to_none=True)
+        x.grad = None
+        y = model(x)
+        y.backward(dy)
+        return y
+
+    return step
+
+
+def draw_dy(p, device):
+    """The loss's gradient: the same for every model and trial, drawn after seed 42."""
+    set_seed(42, device)
+    return torch.randn(p["batch"], p["out_features"], device=device)
+
+
+def step_inputs(p, device):
+    return [t.to(device).requires_grad_(True) for t in get_inputs(p)]
+
+
+def check_step_correctness(model, model_new, p, device, trials, atol, rtol):
+    """check_correctness for the step: per trial, ModelNew's output against Model's
+    (torch.allclose) and its gradients of x, weight and bias against float64 gradients of its
+    own output (the mask z > 0 is y > 0: Model and ModelNew may round a z near 0 to either side
+    of it, which the output's check counts; allclose at the same tolerances)."""
+    torch.manual_seed(42)
+    seeds = [int(torch.randint(0, 2**32 - 1, (1,)).item()) for _ in range(trials)]
+    dy = draw_dy(p, device)
+    mult, slope = p["multiplier"], p["negative_slope"]
+    results = []
+    for seed in seeds:
+        set_seed(seed, device)
+        x = step_inputs(p, device)[0]
+        with torch.enable_grad():
+            ref = step_of(model, dy)(x).detach()
+            new = step_of(model_new, dy)(x).detach()
+        synchronize(device)
+        w, b = model_new.gemm.weight, model_new.gemm.bias
+        g = torch.where(new > 0, dy.double(), dy.double() * slope) * mult
+        expected = dict(
+            x=g @ w.detach().double(), weight=g.t() @ x.detach().double(), bias=g.sum(0)
+        )
+        got = dict(x=x.grad, weight=w.grad, bias=b.grad)
+        passed = bool(torch.allclose(ref, new, atol=atol, rtol=rtol))
+        diffs = dict(output=float((ref - new).abs().max()))
+        for k in expected:
+            passed &= bool(torch.allclose(got[k].double(), expected[k], atol=atol, rtol=rtol))
+            diffs[k] = float((got[k].double() - expected[k]).abs().max())
+        results.append(
+            dict(
+                seed=seed,
+                passed=passed,
+                max_abs_diff=max(diffs.values()),
+                mean_abs_diff=float((ref - new).abs().mean()),
+                max_abs_diffs=diffs,
+                nan=bool(torch.isnan(new).any()),
+            )
+        )
+    return results
 
 
 # ------------------------------------------------------------------ per-call overhead
@@ -298,6 +375,7 @@ def measure_overhead(shape, device, precision, rounds, iters):
 # ------------------------------------------------------------------ driver
 def environment(device, args):
     env = dict(
+        date=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
         torch=torch.__version__,
         python=platform.python_version(),
         platform=platform.platform(),
@@ -311,7 +389,20 @@ def environment(device, args):
     if device.type == "cuda":
         env["gpu"] = torch.cuda.get_device_name(device)
         env["cuda"] = torch.version.cuda
+    else:
+        env["cpu"] = cpu_model()
     return env
+
+
+def cpu_model():
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or None
 
 
 def main():
@@ -340,6 +431,13 @@ def main():
         "KernelBench's order)",
     )
     ap.add_argument("--no-compile", action="store_true", help="leave out torch.compile(Model)")
+    ap.add_argument(
+        "--train",
+        action="store_true",
+        help="also time each problem's training step as the problem '<problem>-step': "
+        "zero_grad, forward, backward of a fixed upstream gradient, for Model (eager, compile) "
+        "and ModelNew; correct: the output against Model's and the gradients against float64",
+    )
     ap.add_argument("--overhead-shape", type=dims_arg, default=(128, 1024, 512))
     ap.add_argument("--overhead-precisions", default="strict")
     ap.add_argument("--overhead-rounds", type=int, default=5)
@@ -354,14 +452,15 @@ def main():
     ap.add_argument(
         "--smoke",
         action="store_true",
-        help="CPU, the earlier problem, 2 trials, 11 calls, 16 MB flush, short overhead",
+        help="CPU, the earlier problem and its training step, 2 trials, 11 calls, 16 MB flush, "
+        "short overhead",
     )
     ap.add_argument("--out", required=True, help="output folder")
     args = ap.parse_args()
     if args.smoke:
         args.device, args.problems, args.trials, args.calls = "cpu", "earlier", 2, 11
         args.warmup, args.flush_mb, args.overhead_rounds, args.overhead_iters = 1, 16, 2, 20
-        args.rounds = 2
+        args.rounds, args.train = 2, True
     device = torch.device(args.device)
     if args.threads > 0:
         torch.set_num_threads(args.threads)
@@ -383,25 +482,31 @@ def main():
         flush=True,
     )
     rows, details = [], []
-    for name in problems:
-        p = PROBLEMS[name]
+    runs = [
+        (name, step) for name in problems for step in ((False, True) if args.train else (False,))
+    ]
+    for base, step in runs:
+        # A training step is a problem of its own: "<problem>-step", its own Model baselines.
+        name = f"{base}-step" if step else base
+        p = PROBLEMS[base]
         shape = f"{p['batch']}x{p['in_features']}->{p['out_features']}"
         set_seed(42, device)
-        timing_inputs = [t.to(device) for t in get_inputs(p)]
+        timing_inputs = step_inputs(p, device) if step else [t.to(device) for t in get_inputs(p)]
+        dy = draw_dy(p, device) if step else None
+        timed_as = (lambda m: step_of(m, dy)) if step else (lambda m: m)
         model = build(Model, p, device).eval()
-        models = {"eager": model}
+        models = {"eager": timed_as(model)}
         if can_compile:
-            models["compile"] = torch.compile(build(Model, p, device).eval())
+            models["compile"] = timed_as(torch.compile(build(Model, p, device).eval()))
         entries = []
         for entry in precisions:
             precision, _, algorithm = entry.partition("@")
             algorithm = algorithm or "auto"
             model_new = build(model_new_class(precision, algorithm), p, device).eval()
-            trials = check_correctness(
-                model, model_new, p, device, args.trials, args.atol, args.rtol
-            )
+            check = check_step_correctness if step else check_correctness
+            trials = check(model, model_new, p, device, args.trials, args.atol, args.rtol)
             info = fused_linear.run_info(
-                timing_inputs[0],
+                timing_inputs[0].detach(),
                 model_new.gemm.weight.detach(),
                 model_new.gemm.bias.detach(),
                 p["multiplier"],
@@ -409,10 +514,10 @@ def main():
                 precision,
                 algorithm,
             )
-            models[entry] = model_new
+            models[entry] = timed_as(model_new)
             entries.append((entry, precision, algorithm, trials, info))
         timed = time_models(
-            models, timing_inputs, device, args.warmup, args.calls, flush, args.rounds
+            models, timing_inputs, device, args.warmup, args.calls, flush, args.rounds, step
         )
         baselines = {
             "eager": timed["eager"],

@@ -1,8 +1,10 @@
 // SPDX-License-Identifier: Apache-2.0
 // fused_linear_perf: checks, then times, every requested path of FusedLinear::linear_leaky_relu
-// on one shape, on the default execution space. Prints a table and optionally writes JSON (read
-// by perf/compare.py). Exit status: 0 when every path wrote every checked element and is within
-// the error bound, 1 when one is not (or on a runtime error), 2 for a bad command line.
+// on one shape, on the default execution space; with --pass backward or step, its gradient
+// (GradientPlan) or a training step (the layer, then its gradient). Prints a table and optionally
+// writes JSON (read by perf/compare.py). Exit status: 0 when every path wrote every checked element
+// and is within the error bound, 1 when one is not (or on a runtime error), 2 for a bad command
+// line.
 //   usage: fused_linear_perf --help
 #include <algorithm>
 #include <chrono>
@@ -72,6 +74,14 @@ constexpr double all_rows_limit = 8589934592.0;  // 2^33
 constexpr std::int64_t sampled_rows = 256;
 
 using FusedLinear::all_algorithms;
+/// The paths of the gradient's products (GradientOptions::algorithm): --pass's default list.
+constexpr Algorithm gradient_algorithms[] = {Algorithm::Auto, Algorithm::Vendor,
+                                             Algorithm::VendorLt};
+
+enum class Pass { Forward, Backward, Step };
+const char* to_string(Pass p) {
+  return p == Pass::Forward ? "forward" : p == Pass::Backward ? "backward" : "step";
+}
 
 struct Config {
   Shape shape = default_shape;
@@ -91,6 +101,11 @@ struct Config {
   // every path planned as estimated, plus auto planned by measuring, timed in the same rounds.
   FusedLinear::Planning planning = FusedLinear::Planning::Estimate;
   bool both_plannings = false;
+  // What is timed: the layer, its gradient (GradientPlan: dX, dW, db), or a training step (the
+  // layer's plan, then the gradient's on its Y).
+  Pass pass = Pass::Forward;
+  FusedLinear::Saved saved = FusedLinear::Saved::Output;  // --pass backward's `saved` View
+  bool algorithms_given = false;  // --algorithm: otherwise the pass's own default list
 };
 
 /// The command line, each option setting its field of `c` (Kokkos removes its own options from
@@ -125,6 +140,7 @@ FusedLinearCli::Cli command_line(Config& c) {
       .option(
           "--algorithm", "LIST",
           [&c](const std::string& list) {
+            c.algorithms_given = true;
             if (list == "all") {
               c.algorithms.assign(std::begin(all_algorithms), std::end(all_algorithms));
               return;
@@ -135,7 +151,8 @@ FusedLinearCli::Cli command_line(Config& c) {
             if (c.algorithms.empty()) throw std::invalid_argument("empty list");
           },
           "a comma list (no spaces) of " + algorithms +
-              "or all (default: every path that can run the precision here)")
+              "or all (default: every path that can run the precision here; with --pass "
+              "backward or step: auto, vendor, vendor_lt, the gradient's paths)")
       .option(
           "--precision", "P",
           [&c](const std::string& p) { c.precision = FusedLinear::precision_from_string(p); },
@@ -160,6 +177,29 @@ FusedLinearCli::Cli command_line(Config& c) {
           "auto times its candidates, vendor_lt cuBLASLt's algorithms) or both (the paths as "
           "estimated, plus auto measured, in the same rounds); the time to make each plan is "
           "reported, and for a measured one the time to make it again from wisdom")
+      .option(
+          "--pass", "forward|backward|step",
+          [&c, one_of](const std::string& pass) {
+            one_of(pass, {"forward", "backward", "step"});
+            c.pass = pass == "forward"    ? Pass::Forward
+                     : pass == "backward" ? Pass::Backward
+                                          : Pass::Step;
+          },
+          "what is timed: the layer (default), its gradient (GradientPlan::execute: dX, dW and "
+          "db for an upstream gradient dY, on the `saved` View a forward plan wrote once) or a "
+          "training step (Plan::execute, then GradientPlan::execute on its Y); each path's "
+          "plans made with its options, the outputs checked against a float64 host reference "
+          "(the gradient's from the sign of the saved View, as the library reads it)")
+      .option(
+          "--saved", "output|preactivation|sign",
+          [&c, one_of](const std::string& saved) {
+            one_of(saved, {"output", "preactivation", "sign"});
+            c.saved = saved == "output"          ? FusedLinear::Saved::Output
+                      : saved == "preactivation" ? FusedLinear::Saved::PreActivation
+                                                 : FusedLinear::Saved::Sign;
+          },
+          "--pass backward: the gradient reads Y (default), the pre-activation z (the forward "
+          "with slope 1) or a bool mask of z > 0 (from that z), GradientOptions::saved")
       .integer("--warmup", "N", c.warmup, 0,
                "untimed calls per path after the checked one, and at least 100 ms of them "
                "(default 5)")
@@ -197,9 +237,15 @@ FusedLinearCli::Cli command_line(Config& c) {
   return cli;
 }
 
-/// The defaults that depend on other options.
+/// The defaults that depend on other options, and the combinations refused.
 void resolve_defaults(Config& c) {
   const Shape& s = c.shape;
+  if (c.pass != Pass::Forward && !c.algorithms_given)
+    c.algorithms.assign(std::begin(gradient_algorithms), std::end(gradient_algorithms));
+  if (c.pass == Pass::Step && c.saved != FusedLinear::Saved::Output)
+    throw std::invalid_argument(
+        "--saved: a training step saves its Y (--pass backward times the gradient on z or on "
+        "a mask)");
   if (c.check_rows == 0)
     c.check_rows = double(s.M) * double(s.N) * double(s.K) <= all_rows_limit ? s.M : sampled_rows;
   c.check_rows = std::min(c.check_rows, s.M);
@@ -322,53 +368,112 @@ struct LibrariesInitialised {
   }
 };
 
+inline auto uninitialized(const std::string& label) {
+  return Kokkos::view_alloc(Kokkos::WithoutInitializing, label);
+}
+
+/// Each matrix lives in a managed buffer, seen through an unmanaged View whose first element
+/// sits where --alignment asks (cuBLAS's kernel choice may depend on it: PyTorch's tensors are
+/// 512-byte aligned, Kokkos 3.4 puts a View's data 128 bytes after its allocation's start).
+template <class Matrix>
+class AlignedMatrices {
+ public:
+  explicit AlignedMatrices(int alignment) : m_alignment(alignment) {}
+  Matrix operator()(const std::string& label, std::int64_t rows, std::int64_t cols) {
+    const std::size_t bytes = sizeof(Scalar) * std::size_t(rows) * std::size_t(cols);
+    m_buffers.emplace_back(uninitialized(label), bytes + 2048);
+    std::uintptr_t p = reinterpret_cast<std::uintptr_t>(m_buffers.back().data());
+    if (m_alignment > 0) {
+      p = (p + 1023) / 1024 * 1024;
+      if (m_alignment < 1024) p += m_alignment;  // aligned to exactly `alignment`
+    }
+    return Matrix(reinterpret_cast<Scalar*>(p), rows, cols);
+  }
+
+ private:
+  int m_alignment;
+  std::vector<Kokkos::View<char*, MemorySpace>> m_buffers;
+};
+
+/// As the reference model's inputs: X uniform [0, 1), W and b as nn.Linear initialises them.
+template <class Matrix, class Vector>
+void fill_inputs(const Matrix& X, const Matrix& W, const Vector& b, std::uint64_t seed) {
+  Kokkos::Random_XorShift64_Pool<ExecSpace> pool(seed);
+  const Scalar bound = Scalar(1) / std::sqrt(Scalar(X.extent(1)));
+  Kokkos::fill_random(X, pool, Scalar(0), Scalar(1));
+  Kokkos::fill_random(W, pool, -bound, bound);
+  Kokkos::fill_random(b, pool, -bound, bound);
+  Kokkos::fence();
+}
+
+/// The layer's float64 host reference on the given rows of X only (gathered, a smaller X).
+template <class Matrix, class Vector>
+Kokkos::View<double**, Kokkos::LayoutRight, Kokkos::HostSpace> forward_reference(
+    const Matrix& X, const Matrix& W, const Vector& b, const std::vector<std::int64_t>& rows,
+    const Config& c) {
+  const std::int64_t K = X.extent(1);
+  const auto x_all = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), X);
+  HostMatrix x_rows(uninitialized("X checked rows"), rows.size(), K);
+  for (std::size_t r = 0; r < rows.size(); ++r)
+    for (std::int64_t k = 0; k < K; ++k) x_rows(r, k) = x_all(rows[r], k);
+  return FusedLinear::reference_linear_leaky_relu(
+      x_rows, host_row_major(W), Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), b),
+      c.multiplier, c.slope);
+}
+
+/// Warm-up, then the timed rounds of `call(i)` for each i of `runnable` (of `count` results):
+/// each runnable one's times, sorted (empty for the others).
+template <class Call>
+std::vector<std::vector<double>> warm_up_and_time(const Config& c,
+                                                  const std::vector<std::size_t>& runnable,
+                                                  std::size_t count, const Call& call) {
+  // Warm-up: at least --warmup calls of each path and 100 ms, so that the GPU's clocks have
+  // ramped up again after the host-side checks (without it the first paths timed ran up to 7%
+  // slow).
+  int reps = c.reps;
+  if (!runnable.empty()) {
+    Kokkos::Timer warm;
+    int rounds = 0;
+    for (; rounds < c.warmup || warm.seconds() < 0.1; ++rounds) {
+      for (const std::size_t p : runnable) call(p);
+      if (rounds % 16 == 15) Kokkos::fence();  // bound the queue: the timer must see the GPU's time
+    }
+    Kokkos::fence();
+    const double round_ms = warm.seconds() * 1e3 / rounds;
+    reps = std::max(reps, std::min(1000, int(std::ceil(c.min_time_ms / round_ms))));
+  }
+  // Timed in rounds, each path once per round, in a fresh random order each round: a drift of
+  // the GPU's clocks or of the host touches every path alike, and no path always follows the
+  // same one, so paths that run the same kernel time alike. (Timed one path after the other,
+  // auto and fused_skinny at 128x1024x512 once differed by 7.7%; in rounds of one fixed order
+  // or its rotations, where auto always followed the two fused kernels, auto and vendor_lt
+  // differed by 8.5% at 64x8192x8192 and 19% at 128x4096x1024.)
+  std::vector<std::vector<double>> ms(count);
+  for (const std::size_t i : runnable) ms[i].resize(reps);
+  std::vector<std::size_t> order = runnable;
+  std::mt19937_64 shuffle(c.seed);
+  for (int rep = 0; rep < reps; ++rep) {
+    std::shuffle(order.begin(), order.end(), shuffle);
+    for (const std::size_t i : order) ms[i][rep] = time_one_call([&] { call(i); });
+  }
+  for (std::vector<double>& t : ms) std::sort(t.begin(), t.end());
+  return ms;
+}
+
 /// Runs the whole method on one layout: inputs, reference, then check and time each path.
 template <class Layout>
 std::vector<Result> run(const Config& c) {
   using Matrix = Kokkos::View<Scalar**, Layout, MemorySpace, Kokkos::MemoryUnmanaged>;
   using Vector = Kokkos::View<Scalar*, Layout, MemorySpace>;
   const auto M = c.shape.M, K = c.shape.K, N = c.shape.N;
-  const auto uninitialized = [](const std::string& label) {
-    return Kokkos::view_alloc(Kokkos::WithoutInitializing, label);
-  };
-  // Each matrix lives in a managed buffer, seen through an unmanaged View whose first element
-  // sits where --alignment asks (cuBLAS's kernel choice may depend on it: PyTorch's tensors
-  // are 512-byte aligned, Kokkos 3.4 puts a View's data 128 bytes after its allocation's start).
-  std::vector<Kokkos::View<char*, MemorySpace>> buffers;
-  const auto matrix = [&](const std::string& label, std::int64_t rows, std::int64_t cols) {
-    const std::size_t bytes = sizeof(Scalar) * std::size_t(rows) * std::size_t(cols);
-    buffers.emplace_back(uninitialized(label), bytes + 2048);
-    std::uintptr_t p = reinterpret_cast<std::uintptr_t>(buffers.back().data());
-    if (c.alignment > 0) {
-      p = (p + 1023) / 1024 * 1024;
-      if (c.alignment < 1024) p += c.alignment;  // aligned to exactly `alignment`
-    }
-    return Matrix(reinterpret_cast<Scalar*>(p), rows, cols);
-  };
+  AlignedMatrices<Matrix> matrix(c.alignment);
   const Matrix X = matrix("X", M, K), W = matrix("W", N, K), Y = matrix("Y", M, N);
   Vector b(uninitialized("b"), N);
-
-  // As the reference model's inputs: X uniform [0, 1), W and b as nn.Linear initialises them.
-  {
-    Kokkos::Random_XorShift64_Pool<ExecSpace> pool(c.seed);
-    const Scalar bound = Scalar(1) / std::sqrt(Scalar(K));
-    Kokkos::fill_random(X, pool, Scalar(0), Scalar(1));
-    Kokkos::fill_random(W, pool, -bound, bound);
-    Kokkos::fill_random(b, pool, -bound, bound);
-    Kokkos::fence();
-  }
+  fill_inputs(X, W, b, c.seed);
 
   // The reference, once, on the checked rows of X only (the gathered rows form a smaller X).
   const std::vector<std::int64_t> rows = checked_rows(M, c.check_rows);
-  const auto ref = [&] {
-    const auto x_all = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), X);
-    HostMatrix x_rows(uninitialized("X checked rows"), rows.size(), K);
-    for (std::size_t r = 0; r < rows.size(); ++r)
-      for (std::int64_t k = 0; k < K; ++k) x_rows(r, k) = x_all(rows[r], k);
-    return FusedLinear::reference_linear_leaky_relu(
-        x_rows, host_row_major(W), Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), b),
-        c.multiplier, c.slope);
-  }();
+  const auto ref = forward_reference(X, W, b, rows, c);
   auto y_host = Kokkos::create_mirror_view(Y);
 
   const double flops = 2.0 * double(M) * double(N) * double(K);
@@ -427,46 +532,360 @@ std::vector<Result> run(const Config& c) {
     results[i].accuracy = compare(y_host, rows, ref);
   }
 
-  // Warm-up: at least --warmup calls of each path and 100 ms, so that the GPU's clocks have
-  // ramped up again after the host-side checks (without it the first paths timed ran up to 7%
-  // slow).
-  int reps = c.reps;
-  if (!runnable.empty()) {
-    Kokkos::Timer warm;
-    int rounds = 0;
-    for (; rounds < c.warmup || warm.seconds() < 0.1; ++rounds) {
-      for (const std::size_t p : runnable) call(p);
-      if (rounds % 16 == 15) Kokkos::fence();  // bound the queue: the timer must see the GPU's time
-    }
-    Kokkos::fence();
-    const double round_ms = warm.seconds() * 1e3 / rounds;
-    reps = std::max(reps, std::min(1000, int(std::ceil(c.min_time_ms / round_ms))));
-  }
-  // Timed in rounds, each path once per round, in a fresh random order each round: a drift of
-  // the GPU's clocks or of the host touches every path alike, and no path always follows the
-  // same one, so paths that run the same kernel time alike. (Timed one path after the other,
-  // auto and fused_skinny at 128x1024x512 once differed by 7.7%; in rounds of one fixed order
-  // or its rotations, where auto always followed the two fused kernels, auto and vendor_lt
-  // differed by 8.5% at 64x8192x8192 and 19% at 128x4096x1024.)
-  std::vector<std::vector<double>> ms(results.size(), std::vector<double>(reps));
-  std::vector<std::size_t> order = runnable;
-  std::mt19937_64 shuffle(c.seed);
-  for (int rep = 0; rep < reps; ++rep) {
-    std::shuffle(order.begin(), order.end(), shuffle);
-    for (const std::size_t i : order) ms[i][rep] = time_one_call([&] { call(i); });
-  }
+  const std::vector<std::vector<double>> ms = warm_up_and_time(c, runnable, results.size(), call);
   for (const std::size_t i : runnable) {
-    std::vector<double>& t = ms[i];
+    const std::vector<double>& t = ms[i];
     Result& r = results[i];
-    std::sort(t.begin(), t.end());
     // The upper median, times[n/2], as torch_peers.py takes it: ratios compare like with like.
     r.median_ms = t[t.size() / 2];
     r.min_ms = t.front();
-    r.reps = reps;
+    r.reps = int(t.size());
     r.gflops = flops / (r.median_ms * 1e-3) / 1e9;
     r.gbs = bytes / (r.median_ms * 1e-3) / 1e9;
   }
   return results;
+}
+
+// ------------------------------------------------------------------------- the gradient
+
+using HostReference = Kokkos::View<double**, Kokkos::LayoutRight, Kokkos::HostSpace>;
+using HostReferenceVector = Kokkos::View<double*, Kokkos::LayoutRight, Kokkos::HostSpace>;
+
+/// Agreement of a vector with its float64 reference, every element (as compare's).
+template <class VHost>
+Accuracy compare_vector(const VHost& v, const HostReferenceVector& ref) {
+  Accuracy a;
+  double err2 = 0, ref2 = 0;
+  for (std::size_t j = 0; j < ref.extent(0); ++j) {
+    const double expected = ref(j), got = v(j);
+    if (!std::isfinite(expected)) continue;
+    if (!std::isfinite(got)) {
+      ++a.unwritten;
+      continue;
+    }
+    const double d = got - expected;
+    err2 += d * d;
+    ref2 += expected * expected;
+    a.max_abs_err = std::max(a.max_abs_err, std::abs(d));
+  }
+  a.rel_err = ref2 > 0 ? std::sqrt(err2 / ref2) : std::sqrt(err2);
+  return a;
+}
+
+/// The gradient in float64 on the checked rows of dX [M,K] and dW [N,K], and all of db.
+struct GradientReference {
+  HostReference dx, dw;
+  Kokkos::View<double*, Kokkos::LayoutRight, Kokkos::HostSpace> db;
+};
+
+/// A[rows, cols] of a host matrix, copied into LayoutLeft: the library's reference runs its
+/// sums down columns of W and X, which LayoutLeft keeps contiguous.
+template <class V>
+Kokkos::View<typename V::non_const_value_type**, Kokkos::LayoutLeft, Kokkos::HostSpace> gathered(
+    const V& a, const std::vector<std::int64_t>& rows, const std::vector<std::int64_t>& cols) {
+  Kokkos::View<typename V::non_const_value_type**, Kokkos::LayoutLeft, Kokkos::HostSpace> out(
+      uninitialized("perf gathered"), rows.size(), cols.size());
+  for (std::size_t c = 0; c < cols.size(); ++c)
+    for (std::size_t r = 0; r < rows.size(); ++r) out(r, c) = a(rows[r], cols[c]);
+  return out;
+}
+
+std::vector<std::int64_t> all_of(std::int64_t n) {
+  std::vector<std::int64_t> v(n);
+  std::iota(v.begin(), v.end(), std::int64_t(0));
+  return v;
+}
+
+/// The gradient's float64 host reference, FusedLinear::reference_linear_leaky_relu_backward
+/// (G = (saved > 0 ? dY : dY * slope) * multiplier, dX = G W, dW = G^T X, db = G's column
+/// sums), on the checked rows: one call when every row is checked; otherwise three on gathered
+/// operands, so that a sampled reference costs what its rows need (1024x8192x8192: 3.9e10
+/// multiply-adds instead of 1.4e11): the checked rows of dY and saved (dX's rows), the checked
+/// columns of dY and saved with W's checked rows (dW's rows), and X and W with no columns (db).
+/// The sign comes from the `saved` View the library reads (Y, z or a mask): where fp32 rounded
+/// a z near 0 to the other side of 0 than float64 would, one element of G changes by
+/// |dY| multiplier (1 - slope), moving a row of dX and of dW far beyond any bound, though it is
+/// the forward's rounding, which the forward's check counts.
+template <class HostView, class HostSaved>
+GradientReference gradient_reference(const HostView& x, const HostView& w, const HostView& dy,
+                                     const HostSaved& saved,
+                                     const std::vector<std::int64_t>& rows_x,
+                                     const std::vector<std::int64_t>& rows_w, double multiplier,
+                                     double slope) {
+  const std::int64_t M = x.extent(0), K = x.extent(1), N = w.extent(0);
+  const std::vector<std::int64_t> all_m = all_of(M), all_k = all_of(K), all_n = all_of(N);
+  const auto reference = [&](const std::vector<std::int64_t>& m, const std::vector<std::int64_t>& n,
+                             const std::vector<std::int64_t>& k) {
+    return FusedLinear::reference_linear_leaky_relu_backward(
+        gathered(x, m, k), gathered(w, n, k), gathered(dy, m, n), gathered(saved, m, n), multiplier,
+        slope);
+  };
+  if (std::int64_t(rows_x.size()) == M && std::int64_t(rows_w.size()) == N) {
+    const FusedLinear::ReferenceGradient all = reference(all_m, all_n, all_k);
+    return GradientReference{all.dX, all.dW, all.db};
+  }
+  return GradientReference{reference(rows_x, all_n, all_k).dX, reference(all_m, rows_w, all_k).dW,
+                           reference(all_m, all_n, {}).db};
+}
+
+struct TrainingResult {
+  FusedLinear::Options options;  // the path, precision and planning asked, of both plans
+  FusedLinear::GradientOptions gradient_options;
+  FusedLinear::RunInfo forward;  // --pass step: the layer's plan
+  FusedLinear::GradientInfo gradient;
+  Accuracy y, dx, dw, db;  // y: --pass step only
+  double median_ms = std::numeric_limits<double>::quiet_NaN();
+  double min_ms = std::numeric_limits<double>::quiet_NaN();
+  double gflops = std::numeric_limits<double>::quiet_NaN();
+  double gbs = std::numeric_limits<double>::quiet_NaN();
+  double plan_ms = std::numeric_limits<double>::quiet_NaN();  // both plans, --pass step
+  int reps = 0;
+  std::string refused;  // why the path cannot run here (then nothing else is set)
+};
+
+/// mask(i, j) = z(i, j) > 0, for --saved sign (a functor: the device runs it).
+template <class Mask, class Z>
+struct SignOf {
+  Mask mask;
+  Z z;
+  KOKKOS_INLINE_FUNCTION void operator()(std::int64_t i, std::int64_t j) const {
+    mask(i, j) = z(i, j) > 0;
+  }
+};
+
+/// --pass backward|step on one layout: inputs, plans, checks against the float64 reference,
+/// then the timed rounds, as run() does for the layer. `Mask`: the value type of --saved sign's
+/// View (Scalar otherwise: the gradient reads Y or z, written into Y).
+template <class Layout, class Mask = Scalar>
+std::vector<TrainingResult> run_training(const Config& c) {
+  using Matrix = Kokkos::View<Scalar**, Layout, MemorySpace, Kokkos::MemoryUnmanaged>;
+  using Vector = Kokkos::View<Scalar*, Layout, MemorySpace>;
+  constexpr bool sign = !std::is_same<Mask, Scalar>::value;
+  using Saved =
+      typename std::conditional<sign, Kokkos::View<Mask**, Layout, MemorySpace>, Matrix>::type;
+  using Plan = FusedLinear::Plan<ExecSpace, Matrix, Matrix, Vector, Matrix>;
+  using GradientPlan =
+      FusedLinear::GradientPlan<ExecSpace, Matrix, Matrix, Matrix, Saved, Matrix, Matrix, Vector>;
+  const auto M = c.shape.M, K = c.shape.K, N = c.shape.N;
+  const bool step = c.pass == Pass::Step;
+  AlignedMatrices<Matrix> matrix(c.alignment);
+  // Y: the step's output, or the `saved` View of --pass backward.
+  const Matrix X = matrix("X", M, K), W = matrix("W", N, K), Y = matrix("Y", M, N);
+  const Matrix dY = matrix("dY", M, N), dX = matrix("dX", M, K), dW = matrix("dW", N, K);
+  Vector b(uninitialized("b"), N), db(uninitialized("db"), N);
+  fill_inputs(X, W, b, c.seed);
+  {
+    // The loss's gradient, uniform [-1, 1), from a stream of its own: X, W and b are the
+    // forward's of the same seed.
+    Kokkos::Random_XorShift64_Pool<ExecSpace> pool(c.seed + 1);
+    Kokkos::fill_random(dY, pool, Scalar(-1), Scalar(1));
+    Kokkos::fence();
+  }
+  const Scalar multiplier(c.multiplier), slope(c.slope);
+  Saved saved;  // what the gradient reads: Y (a step, --saved output or preactivation) or a mask
+  if (!step) {
+    // Written once, by the layer's auto plan: Y, or z (the layer with slope 1, the identity),
+    // and for --saved sign the mask of z > 0 from that z.
+    const bool z = c.saved != FusedLinear::Saved::Output;
+    Plan(ExecSpace(), X, W, b, Y, multiplier, z ? Scalar(1) : slope, Algorithm::Auto)
+        .execute(X, W, b, Y);
+    Kokkos::fence();
+  }
+  if constexpr (sign) {
+    saved = Saved(uninitialized("mask"), M, N);
+    using Policy =
+        Kokkos::MDRangePolicy<ExecSpace, Kokkos::Rank<2>, Kokkos::IndexType<std::int64_t>>;
+    Kokkos::parallel_for("perf::sign", Policy({0, 0}, {M, N}), SignOf<Saved, Matrix>{saved, Y});
+    Kokkos::fence();
+  } else {
+    saved = Y;
+  }
+
+  // Checked: the rows of X (dX, and Y in a step) and of W (dW) that --check-rows gives.
+  const std::vector<std::int64_t> rows_x = checked_rows(M, c.check_rows);
+  const std::vector<std::int64_t> rows_w =
+      checked_rows(N, std::min<std::int64_t>(c.check_rows == M ? N : c.check_rows, N));
+  const HostReference y_ref = step ? forward_reference(X, W, b, rows_x, c) : HostReference();
+  const HostMatrix x_host = host_row_major(X), w_host = host_row_major(W);
+  const HostMatrix dy_host = host_row_major(dY);
+  const auto reference = [&](const auto& saved_host) {
+    return gradient_reference(x_host, w_host, dy_host, saved_host, rows_x, rows_w, c.multiplier,
+                              c.slope);
+  };
+  GradientReference fixed;  // --pass backward: every path reads the same `saved`
+  if (!step) fixed = reference(Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), saved));
+
+  std::vector<FusedLinear::Options> requests;
+  for (const Algorithm a : c.algorithms) {
+    requests.emplace_back(a, c.precision, c.planning);
+    if (c.both_plannings && a == Algorithm::Auto)
+      requests.emplace_back(a, c.precision, FusedLinear::Planning::Measure);
+  }
+  // One plan per path (and one of the layer's for a step), made once; a path the gradient (or
+  // the layer) refuses here is listed as refused, with the reason.
+  std::vector<std::unique_ptr<Plan>> plans;
+  std::vector<std::unique_ptr<GradientPlan>> gradients;  // null where refused
+  std::vector<TrainingResult> results;
+  for (const FusedLinear::Options& o : requests) {
+    TrainingResult r;
+    r.options = o;
+    r.gradient_options.algorithm = o.algorithm;
+    r.gradient_options.precision = o.precision;
+    r.gradient_options.planning = o.planning;
+    r.gradient_options.saved = step ? FusedLinear::Saved::Output : c.saved;
+    std::unique_ptr<Plan> plan;
+    std::unique_ptr<GradientPlan> gradient;
+    try {
+      Kokkos::fence();
+      Kokkos::Timer timer;
+      if (step) plan.reset(new Plan(ExecSpace(), X, W, b, Y, multiplier, slope, o));
+      gradient.reset(new GradientPlan(ExecSpace(), X, W, dY, saved, dX, dW, db, multiplier, slope,
+                                      r.gradient_options));
+      Kokkos::fence();
+      r.plan_ms = timer.seconds() * 1e3;
+      if (plan) r.forward = plan->info();
+      r.gradient = gradient->info();
+    } catch (const std::invalid_argument& e) {
+      plan.reset(), gradient.reset();
+      r.refused = e.what();
+    }
+    plans.push_back(std::move(plan));
+    gradients.push_back(std::move(gradient));
+    results.push_back(r);
+  }
+  std::vector<std::size_t> runnable;
+  for (std::size_t i = 0; i < results.size(); ++i)
+    if (gradients[i]) runnable.push_back(i);
+  const auto call = [&](std::size_t i) {
+    const TrainingResult& r = results[i];
+    if (c.one_shot) {
+      if (step)
+        FusedLinear::linear_leaky_relu(ExecSpace(), X, W, b, Y, multiplier, slope, r.options);
+      FusedLinear::linear_leaky_relu_backward(ExecSpace(), X, W, dY, saved, dX, dW, db, multiplier,
+                                              slope, r.gradient_options);
+    } else {
+      if (step) plans[i]->execute(X, W, b, Y);
+      gradients[i]->execute(X, W, dY, saved, dX, dW, db);
+    }
+  };
+  const Scalar nan = std::numeric_limits<Scalar>::quiet_NaN();
+  for (const std::size_t i : runnable) {
+    // Checked call: an element the path never writes keeps the NaN and is counted.
+    if (step) Kokkos::deep_copy(Y, nan);
+    Kokkos::deep_copy(dX, nan), Kokkos::deep_copy(dW, nan), Kokkos::deep_copy(db, nan);
+    call(i);
+    Kokkos::fence();
+    TrainingResult& r = results[i];
+    const HostMatrix y_host = step ? host_row_major(Y) : HostMatrix();
+    const GradientReference ref = step ? reference(y_host) : fixed;
+    if (step) r.y = compare(y_host, rows_x, y_ref);
+    r.dx = compare(host_row_major(dX), rows_x, ref.dx);
+    r.dw = compare(host_row_major(dW), rows_w, ref.dw);
+    r.db = compare_vector(Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), db), ref.db);
+  }
+
+  const std::vector<std::vector<double>> ms = warm_up_and_time(c, runnable, results.size(), call);
+  // Two products a backward, three a step; each matrix read or written once (the saved View
+  // in its own value type: a mask of bool is a quarter of Y).
+  const double mnk = double(M) * double(N) * double(K);
+  const double flops = (step ? 6.0 : 4.0) * mnk;
+  const double gradient_bytes =
+      sizeof(Scalar) * (2.0 * (double(M) * K + double(N) * K) + double(M) * N + N) +
+      sizeof(typename Saved::value_type) * double(M) * N;
+  const double forward_bytes = sizeof(Scalar) * (double(M) * K + double(N) * K + N + double(M) * N);
+  const double bytes = gradient_bytes + (step ? forward_bytes : 0);
+  for (const std::size_t i : runnable) {
+    const std::vector<double>& t = ms[i];
+    TrainingResult& r = results[i];
+    r.median_ms = t[t.size() / 2];  // the upper median, as run() and torch_peers.py take it
+    r.min_ms = t.front();
+    r.reps = int(t.size());
+    r.gflops = flops / (r.median_ms * 1e-3) / 1e9;
+    r.gbs = bytes / (r.median_ms * 1e-3) / 1e9;
+  }
+  return results;
+}
+
+std::string ran(const FusedLinear::RunInfo& info) {
+  return std::string(FusedLinear::to_string(info.algorithm)) + "/" +
+         FusedLinear::to_string(info.precision);
+}
+
+/// The largest relative error among the outputs a result checked.
+double worst_rel_err(const TrainingResult& r, bool step) {
+  double worst = std::max({r.dx.rel_err, r.dw.rel_err, r.db.rel_err});
+  return step ? std::max(worst, r.y.rel_err) : worst;
+}
+
+void print_training_table(const std::vector<TrainingResult>& results, const Config& c) {
+  const bool step = c.pass == Pass::Step;
+  const char* const head =
+      "%-15s %-8s %-19s %-19s %-19s %10s %10s %9s %9s %9s %9s %9s %9s %9s %10s\n";
+  const char* const row =
+      "%-15s %-8s %-19s %-19s %-19s %10.4f %10.4f %9.1f %9.1f %9s %9.2e %9.2e %9.2e %9lld "
+      "%10.3f\n";
+  std::printf(head, "algorithm", "planning", "y ran", "dx ran", "dw ran", "median ms", "min ms",
+              "GFLOP/s", "GB/s", "err y", "err dx", "err dw", "err db", "unwritten", "plan ms");
+  for (const TrainingResult& r : results) {
+    if (!r.refused.empty()) continue;
+    const long long unwritten = r.y.unwritten + r.dx.unwritten + r.dw.unwritten + r.db.unwritten;
+    char y_err[16] = "-";  // a backward has no Y of its own
+    if (step) std::snprintf(y_err, sizeof y_err, "%.2e", r.y.rel_err);
+    std::printf(row, FusedLinear::to_string(r.options.algorithm),
+                FusedLinear::to_string(r.options.planning), step ? ran(r.forward).c_str() : "-",
+                ran(r.gradient.dx).c_str(), ran(r.gradient.dw).c_str(), r.median_ms, r.min_ms,
+                r.gflops, r.gbs, y_err, r.dx.rel_err, r.dw.rel_err, r.db.rel_err, unwritten,
+                r.plan_ms);
+  }
+  for (const TrainingResult& r : results) {
+    const char* name = FusedLinear::to_string(r.options.algorithm);
+    if (!r.refused.empty()) {
+      std::cout << "refused (" << name << "): " << r.refused << '\n';
+      continue;
+    }
+    const std::pair<const char*, const FusedLinear::RunInfo*> infos[] = {
+        {"y", &r.forward}, {"dx", &r.gradient.dx}, {"dw", &r.gradient.dw}};
+    for (const auto& info : infos)
+      if (!info.second->note.empty())
+        std::cout << "note (" << name << ", " << info.first << "): " << info.second->note << '\n';
+  }
+}
+
+/// Prints why each failing path fails; true when all pass (refused paths did not run). Each
+/// output's bound is max_rel_err's for the precision its product ran and its reduction: K for
+/// Y, N for dX = G W, M for dW = G^T X; db (summed in double) strict's for M.
+bool all_training_pass(const std::vector<TrainingResult>& results, const Config& c) {
+  const bool step = c.pass == Pass::Step;
+  bool ok = true;
+  for (const TrainingResult& r : results) {
+    if (!r.refused.empty()) continue;
+    const char* name = FusedLinear::to_string(r.options.algorithm);
+    struct Check {
+      const char* output;
+      const Accuracy& accuracy;
+      FusedLinear::Precision precision;
+      std::int64_t reduction;
+    };
+    std::vector<Check> checks{{"dX", r.dx, r.gradient.dx.precision, c.shape.N},
+                              {"dW", r.dw, r.gradient.dw.precision, c.shape.M},
+                              {"db", r.db, FusedLinear::Precision::Strict, c.shape.M}};
+    if (step) checks.push_back({"Y", r.y, r.forward.precision, c.shape.K});
+    for (const Check& k : checks) {
+      if (k.accuracy.unwritten > 0) {
+        std::cout << "FAIL " << name << ": " << k.accuracy.unwritten << " checked elements of "
+                  << k.output << " are not finite where the reference is\n";
+        ok = false;
+      }
+      const double bound = max_rel_err(k.precision, k.reduction);
+      if (!(k.accuracy.rel_err <= bound)) {  // NaN fails too
+        std::cout << "FAIL " << name << ": " << k.output << "'s relative error "
+                  << k.accuracy.rel_err << " exceeds " << bound << " ("
+                  << FusedLinear::to_string(k.precision) << ", reduction " << k.reduction << ")\n";
+        ok = false;
+      }
+    }
+  }
+  return ok;
 }
 
 std::string kokkos_version() {
@@ -486,6 +905,25 @@ std::string shape_string(const Shape& s) {
   return std::to_string(s.M) + 'x' + std::to_string(s.K) + 'x' + std::to_string(s.N);
 }
 
+/// What each timed call is, for the header.
+const char* saved_name(FusedLinear::Saved s) {
+  return s == FusedLinear::Saved::Output          ? "output"
+         : s == FusedLinear::Saved::PreActivation ? "preactivation"
+                                                  : "sign";
+}
+
+std::string timed_calls(const Config& c) {
+  const std::string forward = c.one_shot ? "one-shot linear_leaky_relu" : "Plan::execute";
+  const std::string gradient =
+      c.one_shot ? "one-shot linear_leaky_relu_backward" : "GradientPlan::execute";
+  switch (c.pass) {
+    case Pass::Forward: return forward;
+    case Pass::Backward: return gradient + " (saved: " + saved_name(c.saved) + ")";
+    case Pass::Step: break;
+  }
+  return forward + " then " + gradient + " (a training step)";
+}
+
 void print_header(const Config& c) {
   std::cout << "FusedLinear " << FUSED_LINEAR_VERSION_STRING
             << " perf: Y = LeakyReLU(multiplier * (X . W^T + b), slope), " << scalar_name
@@ -500,8 +938,7 @@ void print_header(const Config& c) {
             << (FusedLinear::Impl::blas_library_path().empty()
                     ? std::string("none found")
                     : FusedLinear::Impl::blas_library_path())
-            << ", timed: " << (c.one_shot ? "one-shot linear_leaky_relu" : "Plan::execute")
-            << ", planning: "
+            << ", timed: " << timed_calls(c) << ", planning: "
             << (c.both_plannings ? "both (auto also measured)" : FusedLinear::to_string(c.planning))
             << "\nchecked against the float64 host reference: "
             << (c.check_rows == c.shape.M ? "all " : "") << c.check_rows << " of " << c.shape.M
@@ -545,19 +982,17 @@ void print_table(const std::vector<Result>& results) {
   }
 }
 
-void write_json(const std::string& path, const Config& c, double library_init_ms,
-                const std::vector<Result>& results) {
-  namespace json = FusedLinearJson;
+/// The run's configuration (and Kokkos'), the JSON's "config".
+FusedLinearJson::Object config_json(const Config& c, double library_init_ms) {
   using FusedLinear::to_string;
-  const std::string shape = shape_string(c.shape);
-  json::Object config;
+  FusedLinearJson::Object config;
   config.string("fused_linear_version", FUSED_LINEAR_VERSION_STRING)
       .string("kokkos_version", kokkos_version())
       .string("execution_space", ExecSpace::name())
       .string("memory_space", MemorySpace::name())
       .integer("concurrency", ExecSpace().concurrency())
       .string("scalar", scalar_name)
-      .string("shape", shape)
+      .string("shape", shape_string(c.shape))
       .integer("M", c.shape.M)
       .integer("K", c.shape.K)
       .integer("N", c.shape.N)
@@ -574,7 +1009,18 @@ void write_json(const std::string& path, const Config& c, double library_init_ms
       .string("planning", c.both_plannings ? "both" : to_string(c.planning))
       .number("library_init_ms", library_init_ms)
       .string("blas_library", FusedLinear::Impl::blas_library_path())
+      .string("pass", to_string(c.pass))
+      .string("saved", saved_name(c.saved))
       .string("kokkos_configuration", kokkos_configuration());
+  return config;
+}
+
+void write_json(const std::string& path, const Config& c, double library_init_ms,
+                const std::vector<Result>& results) {
+  namespace json = FusedLinearJson;
+  using FusedLinear::to_string;
+  const std::string shape = shape_string(c.shape);
+  const json::Object config = config_json(c, library_init_ms);
   std::vector<std::string> rows;
   for (const Result& r : results) {
     std::vector<std::string> measurements;
@@ -617,6 +1063,56 @@ void write_json(const std::string& path, const Config& c, double library_init_ms
   // One result a line, indented, so that a diff of two runs reads by path.
   std::ofstream os(path);
   os << "{\n  \"config\": " << config.str()
+     << ",\n  \"results\": " << json::array(rows, ",\n    ", "\n    ", "\n  ") << "\n}\n";
+  if (!os) throw std::runtime_error("cannot write " + path);
+}
+
+/// --pass backward|step's JSON: the config, then a result per path with what ran for each
+/// product ("y": the step's layer), each output's errors and the worst of them (rel_err).
+void write_training_json(const std::string& path, const Config& c, double library_init_ms,
+                         const std::vector<TrainingResult>& results) {
+  namespace json = FusedLinearJson;
+  using FusedLinear::to_string;
+  const bool step = c.pass == Pass::Step;
+  std::vector<std::string> rows;
+  for (const TrainingResult& r : results) {
+    json::Object row;
+    row.string("shape", shape_string(c.shape))
+        .string("pass", to_string(c.pass))
+        .string("algorithm_requested", to_string(r.options.algorithm))
+        .string("planning", to_string(r.options.planning))
+        .string("refused", r.refused);
+    const std::pair<const char*, const FusedLinear::RunInfo*> infos[] = {
+        {"y", &r.forward}, {"dx", &r.gradient.dx}, {"dw", &r.gradient.dw}};
+    for (const auto& info : infos) {
+      const bool present = r.refused.empty() && (step || std::string(info.first) != "y");
+      const std::string suffix = std::string("_") + info.first;
+      row.string("ran" + suffix, present ? to_string(info.second->algorithm) : "")
+          .string("precision_ran" + suffix, present ? to_string(info.second->precision) : "")
+          .string("gemm" + suffix, present ? to_string(info.second->gemm) : "")
+          .string("note" + suffix, info.second->note);
+    }
+    const double none = std::numeric_limits<double>::quiet_NaN();  // JSON null
+    const auto ran_err = [&](const Accuracy& a) { return r.refused.empty() ? a.rel_err : none; };
+    row.number("median_ms", r.median_ms)
+        .number("min_ms", r.min_ms)
+        .integer("reps", r.reps)
+        .number("gflops", r.gflops)
+        .number("gbs", r.gbs)
+        .number("rel_err", r.refused.empty() ? worst_rel_err(r, step) : none)
+        .number("rel_err_y", step ? ran_err(r.y) : none)
+        .number("rel_err_dx", ran_err(r.dx))
+        .number("rel_err_dw", ran_err(r.dw))
+        .number("rel_err_db", ran_err(r.db))
+        .number("max_abs_err_dx", r.dx.max_abs_err)
+        .number("max_abs_err_dw", r.dw.max_abs_err)
+        .number("max_abs_err_db", r.db.max_abs_err)
+        .integer("unwritten", r.y.unwritten + r.dx.unwritten + r.dw.unwritten + r.db.unwritten)
+        .number("plan_ms", r.plan_ms);
+    rows.push_back(row.str());
+  }
+  std::ofstream os(path);
+  os << "{\n  \"config\": " << config_json(c, library_init_ms).str()
      << ",\n  \"results\": " << json::array(rows, ",\n    ", "\n    ", "\n  ") << "\n}\n";
   if (!os) throw std::runtime_error("cannot write " + path);
 }
@@ -668,6 +1164,20 @@ int main(int argc, char* argv[]) {
     std::optional<LibrariesInitialised<Kokkos::LayoutRight>> right;
     const double library_init_ms = config.layout_left ? left.emplace().ms : right.emplace().ms;
     std::cout << "libraries initialised in " << library_init_ms << " ms (before the plans)\n";
+    if (config.pass != Pass::Forward) {
+      const bool sign = config.saved == FusedLinear::Saved::Sign;
+      const std::vector<TrainingResult> results =
+          config.layout_left ? (sign ? run_training<Kokkos::LayoutLeft, bool>(config)
+                                     : run_training<Kokkos::LayoutLeft>(config))
+                             : (sign ? run_training<Kokkos::LayoutRight, bool>(config)
+                                     : run_training<Kokkos::LayoutRight>(config));
+      print_training_table(results, config);
+      if (!config.json_path.empty()) {
+        write_training_json(config.json_path, config, library_init_ms, results);
+        std::cout << "wrote " << config.json_path << '\n';
+      }
+      return all_training_pass(results, config) ? 0 : 1;
+    }
     const std::vector<Result> results =
         config.layout_left ? run<Kokkos::LayoutLeft>(config) : run<Kokkos::LayoutRight>(config);
     print_table(results);

@@ -30,8 +30,19 @@ instead. Rows report the upper median (times[n // 2], as the perf program) and t
 A peer that fails (e.g. torch.compile without a working compiler) is reported and left out; the
 others still run.
 
+Training (--pass backward|step): the reference model's layer with x, W and b requiring
+gradients ("torch eager fp32 (reference model)"; "torch eager tf32" too on GPUs) beside
+fused_linear.FusedLinearLeakyReLU at each of --module-precisions (W and b copied in; needs
+fused_linear on PYTHONPATH, e.g. PYTHONPATH=build/host/python, else skipped with a note). step:
+y = layer(x), y.backward(dy); backward: y.backward(dy, retain_graph=True) on a graph made once.
+dy is uniform [-1, 1); the gradients are set to None before each call, untimed (as zero_grad).
+Checked: y against the float64 layer, dX, dW and db against float64 gradients whose mask
+(z > 0) is the peer's own y > 0; rel_err is the largest of the four. TFLOP/s count 4 M N K
+(backward) or 6 M N K (step). No torch.compile rows.
+
 Output: one line per row, and with --json a list of
-{shape, peer, median_ms, min_ms, tflops, rel_err, max_abs_err}; --meta FILE writes what ran
+{shape, peer, median_ms, min_ms, tflops, rel_err, max_abs_err} (training: also pass, source
+"peer" or "module", precision, ran, rel_err_y/dx/dw/db); --meta FILE writes what ran
 (torch version, device, threads, BLAS, method) as JSON. Works with torch 1.13 (Debian's
 python3-torch; no torch.compile there: skipped with a note) and torch 2.x.
 """
@@ -105,6 +116,22 @@ def parse_args(argv=None):
         action="store_true",
         help="keep torch.compile's own log messages (autotuning choices that fail)",
     )
+    p.add_argument(
+        "--pass",
+        dest="pass_",
+        choices=["forward", "backward", "step"],
+        default="forward",
+        help="forward (default: the rows above), backward (y.backward(dy) on a kept graph) or "
+        "step (forward + backward): eager PyTorch (fp32; tf32 too on GPUs) beside "
+        "fused_linear's module, gradients checked against float64",
+    )
+    p.add_argument(
+        "--module-precisions",
+        default=None,
+        help="--pass backward|step: fused_linear.FusedLinearLeakyReLU at these precisions "
+        "(default strict,3xtf32,tf32 on cuda, strict on cpu; needs fused_linear on "
+        "PYTHONPATH, else skipped with a note; empty: none)",
+    )
     p.add_argument("--json", help="write the rows to this file")
     p.add_argument("--meta", help="write what ran (torch, device, BLAS, threads, method) here")
     a = p.parse_args(argv)
@@ -113,6 +140,8 @@ def parse_args(argv=None):
         a.reps = 30 if a.device == "cuda" else 10
     if a.warmup is None:
         a.warmup = 5 if a.device == "cuda" else 2
+    if a.module_precisions is None:
+        a.module_precisions = "strict,3xtf32,tf32" if a.device == "cuda" else "strict"
     if a.reps < 1 or a.warmup < 0 or a.threads < 0:
         p.error("--reps must be >= 1, --warmup and --threads >= 0")
     return a
@@ -171,6 +200,7 @@ def describe(a):
         compile=a.compile,
         torch_compile_available=hasattr(torch, "compile"),
     )
+    info["pass"] = a.pass_
     if a.device == "cuda":
         info.update(
             gpu=torch.cuda.get_device_name(0),
@@ -264,6 +294,9 @@ class Peer:
         self.error = None
         self.rel_err = self.max_abs_err = None
 
+    def reset(self):
+        """Before each call, untimed (the training peers clear their gradients)."""
+
     def __call__(self):
         # TF32 is a process-wide switch read when the product is launched: set it for this call
         # only, so that peers timed in turn each get their own arithmetic.
@@ -337,6 +370,54 @@ def peers_for(shape, a, x, W, b):
     return peers
 
 
+def warm_up_and_time(live, a, timer, rng):
+    """Warm-up (--warmup calls of every peer, and on GPUs at least 100 ms of them), then the
+    timed calls into each peer's times."""
+    cuda = a.device == "cuda"
+    warm_start = time.perf_counter()
+    i = 0
+    while i < a.warmup or (cuda and time.perf_counter() - warm_start < 0.1):
+        for peer in live:
+            peer.reset()
+            peer()
+        if cuda and i % 16 == 15:
+            timer.sync()  # bound the queue: the clock must see the GPU's time
+        i += 1
+    timer.sync()
+
+    # Timed: rounds in a fresh random order (a drift of clocks or load touches every peer
+    # alike, and no peer always follows the same one), or back to back with --sequential.
+    def timed(peer):
+        peer.reset()  # outside the timed region: gradients set to None, as zero_grad does
+        return timer(peer)
+
+    if a.sequential:
+        for peer in live:
+            peer.times = [timed(peer) for _ in range(a.reps)]
+    else:
+        order = list(live)
+        for _ in range(a.reps):
+            rng.shuffle(order)
+            for peer in order:
+                peer.times.append(timed(peer))
+
+
+def checked(peers, shape, check):
+    """The peers whose checked call ran (check(peer, output) records the errors); a failing peer
+    is reported and left out."""
+    live = []
+    for peer in peers:
+        try:
+            peer.reset()
+            check(peer, peer())
+            live.append(peer)
+        except Exception as ex:  # one failing peer must not hide the others
+            first_line = (str(ex).strip().splitlines() or [""])[0]
+            peer.error = f"{type(ex).__name__}: {first_line}"
+            log(f"{shape} | {peer.name} | failed: {peer.error}")
+    return live
+
+
 def run_shape(shape, a, timer, rng):
     """Checks, warms up and times every peer of one shape; returns the JSON rows."""
     M, K, N = parse_shape(shape)
@@ -345,49 +426,22 @@ def run_shape(shape, a, timer, rng):
         x = torch.rand(M, K, device=dev)
         layer = torch.nn.Linear(K, N, device=dev)  # W and b uniform +-1/sqrt(K), as in models
         W, b = layer.weight.detach(), layer.bias.detach()
-        ref = F.leaky_relu((x.double() @ W.double().t() + b.double()) * a.mult, a.slope)
-        ref_norm = ref.norm().item()
+        # In a dict, so that it is freed (cleared) before the timed calls.
+        ref = dict(y=F.leaky_relu((x.double() @ W.double().t() + b.double()) * a.mult, a.slope))
+        ref_norm = ref["y"].norm().item()
         peers = peers_for(shape, a, x, W, b)
 
-        # The checked call (compiles where it has to), then the warm-up.
-        live = []
-        for peer in peers:
-            try:
-                out = peer()
-                timer.sync()
-                if peer.full_output:
-                    d = out.double() - ref
-                    peer.rel_err = d.norm().item() / ref_norm if ref_norm else d.norm().item()
-                    peer.max_abs_err = d.abs().max().item()
-                    del d
-                del out
-                live.append(peer)
-            except Exception as ex:  # one failing peer must not hide the others
-                first_line = (str(ex).strip().splitlines() or [""])[0]
-                peer.error = f"{type(ex).__name__}: {first_line}"
-                log(f"{shape} | {peer.name} | failed: {peer.error}")
-        del ref
-        warm_start = time.perf_counter()
-        i = 0
-        while i < a.warmup or (dev == "cuda" and time.perf_counter() - warm_start < 0.1):
-            for peer in live:
-                peer()
-            if dev == "cuda" and i % 16 == 15:
-                timer.sync()  # bound the queue: the clock must see the GPU's time
-            i += 1
-        timer.sync()
+        def check(peer, out):
+            timer.sync()
+            if peer.full_output:
+                d = out.double() - ref["y"]
+                peer.rel_err = d.norm().item() / ref_norm if ref_norm else d.norm().item()
+                peer.max_abs_err = d.abs().max().item()
 
-        # Timed: rounds in a fresh random order (a drift of clocks or load touches every peer
-        # alike, and no peer always follows the same one), or back to back with --sequential.
-        if a.sequential:
-            for peer in live:
-                peer.times = [timer(peer) for _ in range(a.reps)]
-        else:
-            order = list(live)
-            for _ in range(a.reps):
-                rng.shuffle(order)
-                for peer in order:
-                    peer.times.append(timer(peer))
+        # The checked call (compiles where it has to), then the warm-up and the timed calls.
+        live = checked(peers, shape, check)
+        ref.clear()
+        warm_up_and_time(live, a, timer, rng)
 
     flops = 2.0 * M * N * K
     rows = []
@@ -411,6 +465,139 @@ def run_shape(shape, a, timer, rng):
     return rows
 
 
+# ------------------------------------------------------------------------- training passes
+
+
+class TrainingPeer(Peer):
+    """A layer's backward (--pass backward: y.backward(dy) on a graph kept from one forward)
+    or training step (--pass step: forward, then backward) for one shape. `forward()` gives y;
+    `params` are the tensors whose gradients the backward writes (x, W, b)."""
+
+    def __init__(self, name, forward, params, dy, pass_, tf32=False, cuda=True, source="peer"):
+        self.forward, self.params, self.dy, self.pass_ = forward, params, dy, pass_
+        self.source, self.precision, self.ran = source, None, None
+        self.y = None
+        self.errors = {}
+        super().__init__(name, self.run, tf32=tf32, cuda=cuda)
+
+    def reset(self):
+        for t in self.params:
+            t.grad = None
+
+    def run(self):
+        if self.pass_ == "step" or self.y is None:
+            self.y = self.forward()
+        self.y.backward(self.dy, retain_graph=self.pass_ == "backward")
+        return self.y
+
+
+def module_peers(a, x, W, b, dy, pass_):
+    """fused_linear's module (FusedLinearLeakyReLU) at each --module-precisions, with W and b
+    copied in; [] with a note when fused_linear cannot be imported (PYTHONPATH=<build>/python)."""
+    try:
+        import fused_linear
+    except ImportError as ex:
+        log(f"# note: no fused_linear ({ex}): the module rows are skipped")
+        return []
+    peers = []
+    for precision in [p for p in a.module_precisions.split(",") if p]:
+        module = fused_linear.FusedLinearLeakyReLU(
+            W.shape[1], W.shape[0], a.mult, a.slope, precision=precision
+        ).to(a.device)
+        with torch.no_grad():
+            module.gemm.weight.copy_(W)
+            module.gemm.bias.copy_(b)
+        peer = TrainingPeer(
+            f"fused_linear module {precision}",
+            lambda m=module: m(x),
+            [x, module.gemm.weight, module.gemm.bias],
+            dy,
+            pass_,
+            cuda=a.device == "cuda",
+            source="module",
+        )
+        peer.precision = precision
+        info = fused_linear.run_info(x.detach(), W.detach(), b.detach(), a.mult, a.slope, precision)
+        peer.ran = f"y={info['algorithm']}/{info['precision']}"
+        peers.append(peer)
+    return peers
+
+
+def run_training_shape(shape, a, timer, rng):
+    """--pass backward|step: eager PyTorch's layer and fused_linear's module, each checked
+    against float64 gradients, warmed up and timed as run_shape does."""
+    M, K, N = parse_shape(shape)
+    dev, cuda = a.device, a.device == "cuda"
+    layer = torch.nn.Linear(K, N, device=dev)
+    W = layer.weight.detach().clone().requires_grad_(True)
+    b = layer.bias.detach().clone().requires_grad_(True)
+    x = torch.rand(M, K, device=dev).requires_grad_(True)
+    dy = torch.rand(M, N, device=dev) * 2 - 1  # the loss's gradient, uniform [-1, 1)
+    mult, slope = a.mult, a.slope
+
+    def eager():
+        return F.leaky_relu(F.linear(x, W, b) * mult, slope)
+
+    peers = [TrainingPeer(REFERENCE_PEER, eager, [x, W, b], dy, a.pass_, cuda=cuda)]
+    if cuda:
+        peers.append(TrainingPeer("torch eager tf32", eager, [x, W, b], dy, a.pass_, tf32=True))
+    peers += module_peers(a, x, W, b, dy, a.pass_)
+
+    x64, W64, b64, dy64 = (t.detach().double() for t in (x, W, b, dy))
+    y_ref = F.leaky_relu((x64 @ W64.t() + b64) * mult, slope)
+
+    def rel(got, want):
+        d = (got.detach().double() - want).norm().item()
+        n = want.norm().item()
+        return d / n if n else d
+
+    def check(peer, y):
+        timer.sync()
+        # The gradients' reference takes the sign of z from the peer's own y (y > 0 exactly
+        # where z > 0 for slope >= 0): where fp32 and float64 disagree on a z near 0 the two
+        # masks differ, a forward rounding the y error already counts, not a backward's error.
+        g = torch.where(y.detach() > 0, dy64, dy64 * slope) * mult
+        grads = [t.grad for t in peer.params]
+        peer.errors = dict(
+            y=rel(y, y_ref),
+            dx=rel(grads[0], g @ W64),
+            dw=rel(grads[1], g.t() @ x64),
+            db=rel(grads[2], g.sum(0)),
+        )
+        peer.rel_err = max(peer.errors.values())
+        peer.max_abs_err = (y.detach().double() - y_ref).abs().max().item()
+
+    live = checked(peers, shape, check)
+    warm_up_and_time(live, a, timer, rng)
+    for peer in live:
+        peer.y = None  # the graph kept for --pass backward
+
+    flops = (6.0 if a.pass_ == "step" else 4.0) * M * N * K
+    rows = []
+    for peer in live:
+        med, mn = upper_median(peer.times), min(peer.times)
+        row = dict(
+            shape=shape,
+            peer=peer.name,
+            source=peer.source,
+            precision=peer.precision,
+            ran=peer.ran,
+            median_ms=med,
+            min_ms=mn,
+            tflops=flops / (med * 1e-3) / 1e12,
+            rel_err=peer.rel_err,
+            **{f"rel_err_{k}": v for k, v in peer.errors.items()},
+        )
+        row["pass"] = a.pass_
+        rows.append(row)
+        errs = " ".join(f"{k} {v:.2e}" for k, v in peer.errors.items())
+        log(
+            f"{shape} | {a.pass_} | {peer.name} | {med:.4f} ms (min {mn:.4f}) | "
+            f"{row['tflops']:.3g} TFLOP/s | {errs}"
+        )
+    return rows
+
+
 def main(a):
     if a.device == "cuda" and not torch.cuda.is_available():
         log("torch_peers.py: no CUDA device visible to torch (use --device cpu for the host)")
@@ -425,7 +612,8 @@ def main(a):
     rows, failed = [], 0
     for shape in a.shapes:
         try:
-            rows += run_shape(shape, a, timer, rng)
+            run = run_shape if a.pass_ == "forward" else run_training_shape
+            rows += run(shape, a, timer, rng)
         except Exception as ex:  # e.g. out of memory at one shape: report, go on
             failed += 1
             log(f"{shape} | failed: {type(ex).__name__}: {ex}")

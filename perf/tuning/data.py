@@ -5,6 +5,7 @@ perf/data/runs.csv        one row per run (RUNS_COLUMNS)
 perf/data/runs/<id>.csv   the run's rows, ours and the PyTorch peers' (RUN_COLUMNS)
 perf/data/splits.csv      the random-shapes studies' sets: seed, shape, set (fit|held-out)
 perf/data/kernelbench.csv the KernelBench-style evaluations (KERNELBENCH_COLUMNS)
+perf/data/training.csv    the backward and training-step runs (TRAINING_COLUMNS)
 
 perf/data/README.md says what each column means. The perf program's JSON (ours_*.json, as
 perf/compare.py leaves it in its --out folder) is read here too (parse_perf_json), so a new run
@@ -12,10 +13,15 @@ joins the dataset with:
 
     PYTHONPATH=perf python3 -m tuning.data add OUT_DIR --run-id h200-2027-01-05-random40 \\
         --machine h200 --purpose held-out --seed 40
+    PYTHONPATH=perf python3 -m tuning.data add OUT_DIR --run-id h200-2027-01-06-step \\
+        --machine h200                                    # compare.py --pass step's folder
+    PYTHONPATH=perf python3 -m tuning.data add-kernelbench KB_DIR --run-id kernelbench-h200-... \\
+        --machine h200                                    # kernelbench_eval.py's --out folder
     PYTHONPATH=perf python3 -m tuning.data check          # validate every file
 """
 import argparse
 import csv
+import datetime
 import io
 import json
 import math
@@ -72,6 +78,23 @@ KERNELBENCH_COLUMNS = [
     "min_ms",
     "max_ms",
 ]
+# The backward (dX, dW, db) and the training step (forward + backward), timed by the perf
+# program (--pass) and compare.py (--pass), one row per path or peer: kept apart from the forward
+# runs, which auto's rule is fitted and judged on.
+TRAINING_COLUMNS = [
+    "run_id",
+    "M",
+    "K",
+    "N",
+    "pass",
+    "precision",
+    "path",
+    "source",
+    "ran",
+    "median_ms",
+    "min_ms",
+    "rel_err",
+]
 
 PRECISIONS = ("strict", "tf32", "3xtf32")
 # The precisions that meet each floor (the precision asked): strict meets every floor, 3xtf32
@@ -83,7 +106,10 @@ FLOORS = {
 }
 PLANNINGS = ("estimate", "measure")
 SOURCES = ("ours", "peer")
-PURPOSES = ("sweep", "grid", "fit", "held-out", "before", "after", "kernelbench")
+PURPOSES = ("sweep", "grid", "fit", "held-out", "before", "after", "kernelbench", "training")
+PASSES = ("backward", "step")
+# ours: the perf program (C++); module: fused_linear's module from PyTorch; peer: PyTorch's own.
+TRAINING_SOURCES = ("ours", "module", "peer")
 SETS = ("fit", "held-out")
 INTS = ("M", "K", "N")
 FLOATS = ("median_ms", "min_ms", "plan_ms", "rel_err", "mean_ms", "std_ms", "max_ms")
@@ -257,14 +283,29 @@ class Dataset:
             out.append(r)
         return out
 
+    def training(self, run_id=None):
+        """The rows of training.csv (of one run, if given), typed; [] when there is none."""
+        path = self.root / "training.csv"
+        if not path.exists():
+            return []
+        path, rows = _read(path, TRAINING_COLUMNS)
+        out = []
+        for line, r in rows:
+            if r["run_id"] not in self.runs:
+                raise DataError(f"{path}:{line}: run '{r['run_id']}' is not in runs.csv")
+            out.append(_training_row(path, line, r))
+        return [r for r in out if run_id is None or r["run_id"] == run_id]
+
     def check(self):
         """Reads every file; a DataError on the first that breaks the schema."""
         names = {p.stem for p in (self.root / "runs").glob("*.csv")}
         kb = {r["run_id"] for r in self.kernelbench()}
+        trained = {r["run_id"] for r in self.training()}
         for run_id, run in self.runs.items():
-            if run["purpose"] == "kernelbench":
-                if run_id not in kb:
-                    raise DataError(f"run '{run_id}' has no rows in kernelbench.csv")
+            if run["purpose"] in ("kernelbench", "training"):
+                table = "kernelbench" if run["purpose"] == "kernelbench" else "training"
+                if run_id not in (kb if table == "kernelbench" else trained):
+                    raise DataError(f"run '{run_id}' has no rows in {table}.csv")
                 continue
             self.rows(run_id)
             if run["seed"] and run["seed"] not in self.splits():
@@ -282,6 +323,49 @@ class Dataset:
         self.runs[run_id] = dict(entry, run_id=run_id)
         self._rows.pop(run_id, None)
         write_table(self.root / "runs.csv", RUNS_COLUMNS, self.runs.values())
+
+    def add_table(self, table, columns, run_id, rows, entry):
+        """Puts `rows` as run_id's rows of `table` (training.csv, kernelbench.csv), replacing
+        any it had, and appends (or replaces) its row of runs.csv."""
+        path = self.root / table
+        kept = []
+        if path.exists():
+            _, old = _read(path, columns)
+            kept = [r for _, r in old if r["run_id"] != run_id]
+        write_table(path, columns, kept + [dict(r, run_id=run_id) for r in rows])
+        self.runs[run_id] = dict(entry, run_id=run_id)
+        write_table(self.root / "runs.csv", RUNS_COLUMNS, self.runs.values())
+
+
+def _training_row(path, line, r):
+    for key in INTS:
+        _number(path, line, r, key, int, True)
+    _choice(path, line, r, "pass", PASSES)
+    _choice(path, line, r, "source", TRAINING_SOURCES)
+    _number(path, line, r, "median_ms", float, True)
+    for key in ("min_ms", "rel_err"):
+        _number(path, line, r, key, float, False)
+    if not r["path"]:
+        raise DataError(f"{path}:{line}: path is empty")
+    if r["source"] != "peer":
+        _choice(path, line, r, "precision", PRECISIONS)
+    r["shape"] = shape_name(r)
+    return r
+
+
+def read_training(path):
+    """The rows of compare.py --pass's training.csv (TRAINING_COLUMNS less run_id), typed."""
+    path, rows = _read(path, TRAINING_COLUMNS[1:])
+    return [_training_row(path, line, dict(r, run_id="")) for line, r in rows]
+
+
+def training_text(rows):
+    buf = io.StringIO()
+    w = csv.writer(buf, lineterminator="\n")
+    w.writerow(TRAINING_COLUMNS[1:])
+    for r in rows:
+        w.writerow([fmt(r.get(c)) for c in TRAINING_COLUMNS[1:]])
+    return buf.getvalue()
 
 
 def explicit_paths(rows):
@@ -361,6 +445,109 @@ def peer_row(r):
     return _timed_row(r, path=r["peer"], source="peer")
 
 
+# The products a training result names, in the order its `ran` cell lists them: the forward's
+# (step only), then dX's and dW's.
+TRAINING_PRODUCTS = ("y", "dx", "dw")
+
+
+def training_ours_row(config, r):
+    """One training.csv row (less run_id) of a perf-program --pass result; None for a path
+    that did not run. `ran`: "y=vendor_lt/strict dx=vendor/strict dw=vendor/strict"."""
+    if r.get("refused") or r.get("median_ms") is None:
+        return None
+    ran = " ".join(
+        f"{p}={r['ran_' + p]}/{r.get('precision_ran_' + p) or '?'}"
+        for p in TRAINING_PRODUCTS
+        if r.get("ran_" + p)
+    )
+    return dict(
+        _timed_row(r),
+        **{"pass": r.get("pass") or config.get("pass")},
+        precision=config["precision"],
+        path=r.get("algorithm_requested"),
+        source="ours",
+        ran=ran,
+    )
+
+
+def training_peer_row(r):
+    """One training.csv row (less run_id) of torch_peers.py --pass's JSON: PyTorch's own step
+    (source peer) or fused_linear's module (source module, with the precision it was asked)."""
+    if r.get("median_ms") is None:
+        return None
+    source = r.get("source") or "peer"
+    return dict(
+        _timed_row(r),
+        **{"pass": r["pass"]},
+        precision=r.get("precision") if source == "module" else None,
+        path=r["peer"],
+        source=source,
+        ran=r.get("ran"),
+    )
+
+
+def training_from_compare_dir(out):
+    """The training rows of a compare.py --pass folder: every <pass>_*.json of the perf program,
+    then peers-<pass>.json."""
+    out = Path(out)
+    rows = []
+    for kind in PASSES:
+        for f in sorted(out.glob(f"{kind}_*.json")):
+            config, results = parse_perf_json(f)
+            rows += [r for r in (training_ours_row(config, x) for x in results) if r]
+        peers = out / f"peers-{kind}.json"
+        if peers.exists():
+            rows += [r for r in map(training_peer_row, json.loads(peers.read_text())) if r]
+    return rows
+
+
+def kernelbench_rows(out):
+    """kernelbench.csv's rows (less run_id) and runs.csv's entry (less machine, purpose) of a
+    perf/kernelbench_eval.py --out folder (its kernelbench.json)."""
+    doc = json.loads((Path(out) / "kernelbench.json").read_text())
+    ran = {}
+    for d in doc.get("details", []):
+        info = d.get("run_info")
+        if info:
+            key = (d["problem"], d["precision"], d.get("algorithm", "auto"))
+            ran[key] = f"{info.get('algorithm')}/{info.get('precision')}"
+    rows = []
+    for r in doc["rows"]:
+        if r.get("mean_ms") in (None, ""):
+            continue  # not timed (torch.compile unavailable, or the model failed)
+        left, _, N = r["shape"].partition("->")
+        M, K = left.split("x")
+        algorithm = r["impl"].split(" ", 1)[1] if r["impl"].startswith("ModelNew ") else "auto"
+        step = r["problem"].endswith("-step")
+        problem = r["problem"][: -len("-step")] if step else r["problem"]
+        rows.append(
+            dict(
+                problem=r["problem"],
+                M=int(M),
+                K=int(K),
+                N=int(N),
+                impl=r["impl"],
+                precision=r["precision"],
+                ran=ran.get((problem, r["precision"], algorithm)) if r["correct"] else None,
+                correct=r["correct"] or None,
+                **{k: _float(r.get(k)) for k in ("mean_ms", "std_ms", "min_ms", "max_ms")},
+            )
+        )
+    env = doc.get("environment", {})
+    status = env.get("fused_linear") or {}
+    entry = dict(
+        date=(env.get("date") or "")[:10],
+        device=env.get("gpu") or env.get("cpu"),
+        threads=env.get("threads"),
+        kokkos=status.get("kokkos_version") if isinstance(status, dict) else None,
+        commit=env.get("commit") or None,
+        dirty=None,
+        seed=None,
+        command=" ".join(["python3 perf/kernelbench_eval.py"] + env.get("argv", [])),
+    )
+    return rows, entry
+
+
 def add_argument(parser):
     """The --data option of the package's commands: the dataset's folder."""
     parser.add_argument("--data", type=Path, default=DATA, help="the dataset (perf/data)")
@@ -412,20 +599,66 @@ def main(argv=None):
     a.add_argument("out", type=Path, help="compare.py's --out folder")
     a.add_argument("--run-id", required=True, help="e.g. h200-2027-01-05-random40")
     a.add_argument("--machine", required=True, help="e.g. h200, host-2c")
-    a.add_argument("--purpose", choices=PURPOSES, default="held-out")
+    a.add_argument(
+        "--purpose",
+        choices=PURPOSES,
+        default=None,
+        help="default: training for a compare.py --pass folder, else held-out",
+    )
     a.add_argument("--seed", default=None, help="the tuning.shapes seed its shapes were drawn with")
+    k = sub.add_parser("add-kernelbench", help="add a perf/kernelbench_eval.py --out folder")
+    k.add_argument("out", type=Path, help="kernelbench_eval.py's --out folder")
+    k.add_argument("--run-id", required=True, help="e.g. kernelbench-h200-2027-01-06")
+    k.add_argument("--machine", required=True, help="e.g. h200, host-2c")
     args = p.parse_args(argv)
     try:
         ds = Dataset(args.data)
         if args.command == "check":
             print(f"{args.data}: {ds.check()} runs, every file follows the schema")
             return 0
+        if args.command == "add-kernelbench":
+            rows, entry = kernelbench_rows(args.out)
+            entry.update(machine=args.machine, purpose="kernelbench")
+            entry["commit"] = entry["commit"] or _git_head()
+            ds.add_table("kernelbench.csv", KERNELBENCH_COLUMNS, args.run_id, rows, entry)
+            print(f"added {args.run_id}: {len(rows)} rows to kernelbench.csv")
+            return 0
+        meta_path = args.out / "compare-meta.json"
+        meta = json.loads(meta_path.read_text()) if meta_path.exists() else {}
+        training_csv = args.out / "training.csv"
+        perf_files = sorted(f for kind in PASSES for f in args.out.glob(f"{kind}_*.json"))
+        if training_csv.exists() or meta.get("pass") in PASSES or perf_files:
+            rows = (
+                read_training(training_csv)
+                if training_csv.exists()
+                else training_from_compare_dir(args.out)
+            )
+            if not rows:
+                raise DataError(f"{args.out}: no training rows")
+            entry = entry_from_meta(meta, args.machine, args.purpose or "training", args.seed)
+            if not meta and perf_files:
+                # The perf program's JSON alone (no compare.py around it): its own config.
+                config, _ = parse_perf_json(perf_files[0])
+                ran_on = datetime.datetime.fromtimestamp(
+                    perf_files[0].stat().st_mtime, datetime.timezone.utc
+                )
+                entry.update(
+                    date=ran_on.strftime("%Y-%m-%d"),
+                    kokkos=config.get("kokkos_version"),
+                    threads=None,
+                    command="fused_linear_perf --pass ... --json ("
+                    + ", ".join(f.name for f in perf_files)
+                    + ")",
+                )
+            entry["commit"] = entry["commit"] or _git_head()
+            ds.add_table("training.csv", TRAINING_COLUMNS, args.run_id, rows, entry)
+            print(f"added {args.run_id}: {len(rows)} rows to training.csv")
+            return 0
+        args.purpose = args.purpose or "held-out"
         run_csv = args.out / "run.csv"
         rows = read_run(run_csv) if run_csv.exists() else from_compare_dir(args.out)
         if not rows:
             raise DataError(f"{args.out}: no run.csv and no ours_*.json")
-        meta_path = args.out / "compare-meta.json"
-        meta = json.loads(meta_path.read_text()) if meta_path.exists() else {}
         entry = entry_from_meta(meta, args.machine, args.purpose, args.seed)
         if not entry["commit"]:
             entry["commit"] = _git_head()

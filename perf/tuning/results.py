@@ -115,6 +115,54 @@ def kernelbench_lines(ds, run):
     return lines
 
 
+def latest_training(ds, runs):
+    """Per pass (backward, step), the latest training run that timed it: [(run, passes)]."""
+    chosen = {}
+    for pass_ in data.PASSES:
+        timed = [r for r in runs if any(x["pass"] == pass_ for x in ds.training(r["run_id"]))]
+        run = latest(timed, "training")
+        if run:
+            chosen.setdefault(run["run_id"], (run, []))[1].append(pass_)
+    return sorted(chosen.values(), key=lambda c: data.PASSES.index(c[1][0]))
+
+
+def training_lines(ds, run, passes=data.PASSES):
+    """The backward and training-step run: per shape, pass and precision, our auto (the perf
+    program), fused_linear's module and eager PyTorch fp32's same pass, with the ratios."""
+    rows = [r for r in ds.training(run["run_id"]) if r["pass"] in passes]
+    order = list(dict.fromkeys(r["shape"] for r in rows))
+    order = [s for s in FIRST_SHAPES if s in order] + [s for s in order if s not in FIRST_SHAPES]
+    eager = {(r["shape"], r["pass"]): r["median_ms"] for r in rows if r["path"] == REFERENCE_PEER}
+    ours = {
+        (r["shape"], r["pass"], r["precision"]): r
+        for r in rows
+        if r["source"] == "ours" and r["path"] == "auto"
+    }
+    module = {(r["shape"], r["pass"], r["precision"]): r for r in rows if r["source"] == "module"}
+    lines = [
+        run_line(run) + " Medians; × eager: eager PyTorch fp32's same pass over the row's.",
+        "",
+        "| shape | pass | precision | auto ran | auto ms | module ms | eager ms | auto × eager "
+        "| module × eager |",
+        "|---|---|---|---|---:|---:|---:|---:|---:|",
+    ]
+    for shape in order:
+        for pass_ in data.PASSES:
+            e = eager.get((shape, pass_))
+            for precision in data.PRECISIONS:
+                a = ours.get((shape, pass_, precision))
+                m = module.get((shape, pass_, precision))
+                if a is None and m is None:
+                    continue
+                a_ms = a and a["median_ms"]
+                m_ms = m and m["median_ms"]
+                lines.append(
+                    f"| {shape} | {pass_} | {precision} | {(a and a['ran']) or '-'} | {ms(a_ms)} "
+                    f"| {ms(m_ms)} | {ms(e)} | {ratio(e, a_ms)} | {ratio(e, m_ms)} |"
+                )
+    return lines
+
+
 def study_lines(ds, runs):
     lines = [
         "| seed | run | library | purpose | set | cases | estimate ≤10% | ≤25% | worst | "
@@ -193,6 +241,9 @@ def render(ds):
         "- **floor**: the precision asked; the best path is the fastest explicit path whose "
         "precision meets it (strict meets every floor). **auto vs best**: how far auto "
         "(Planning::Estimate) is behind it (positive: slower).",
+        "- Backward and training step: `perf/compare.py --pass backward|step` times the "
+        "perf program's gradient (`--pass`) beside eager PyTorch's layer and fused_linear's "
+        "module in the same job (`data/training.csv`).",
         "- Held-out studies: seeded random shapes (`python3 -m tuning.shapes`) in the fit set "
         "(what a rule may be fitted on) or the held-out set (`data/splits.csv`); "
         "`python3 -m tuning.judge RUN` prints each case and the worst.",
@@ -208,6 +259,20 @@ def render(ds):
         kb = latest(mine, "kernelbench")
         if kb:
             out += ["### KernelBench-style evaluation", ""] + kernelbench_lines(ds, kb) + [""]
+        training = latest_training(ds, mine)
+        if training:
+            out += ["### Backward and training step", ""]
+            for run, passes in training:
+                out += training_lines(ds, run, passes) + [""]
+        elif sweep or kb:
+            out += [
+                "### Backward and training step",
+                "",
+                "No backward or training-step run of this machine in the dataset yet "
+                "(`perf/compare.py --pass step`, then `tuning.data add`: "
+                "[docs/measurement.md](../docs/measurement.md)).",
+                "",
+            ]
         studied = [r for r in mine if r["seed"]]
         if studied:
             out += [
