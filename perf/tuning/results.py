@@ -116,14 +116,26 @@ def kernelbench_lines(ds, run):
 
 
 def latest_training(ds, runs):
-    """Per pass (backward, step), the latest training run that timed it: [(run, passes)]."""
+    """Per pass (backward, step) and set of shapes, the latest training run that timed it, in
+    the order of their first runs: [(run, passes)]."""
     chosen = {}
-    for pass_ in data.PASSES:
-        timed = [r for r in runs if any(x["pass"] == pass_ for x in ds.training(r["run_id"]))]
-        run = latest(timed, "training")
-        if run:
-            chosen.setdefault(run["run_id"], (run, []))[1].append(pass_)
-    return sorted(chosen.values(), key=lambda c: data.PASSES.index(c[1][0]))
+    shape_sets = []
+    for r in sorted(runs, key=lambda r: (r["date"], r["run_id"])):
+        shapes = frozenset(x["shape"] for x in ds.training(r["run_id"]))
+        if r["purpose"] == "training" and shapes and shapes not in shape_sets:
+            shape_sets.append(shapes)
+    for shapes in shape_sets:
+        for pass_ in data.PASSES:
+            timed = [
+                r
+                for r in runs
+                if frozenset(x["shape"] for x in ds.training(r["run_id"])) == shapes
+                and any(x["pass"] == pass_ for x in ds.training(r["run_id"]))
+            ]
+            run = latest(timed, "training")
+            if run:
+                chosen.setdefault(run["run_id"], (run, []))[1].append(pass_)
+    return list(chosen.values())
 
 
 def training_lines(ds, run, passes=data.PASSES):
