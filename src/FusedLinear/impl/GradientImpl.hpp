@@ -64,7 +64,7 @@ constexpr bool check_gradient_types() {
                 "FusedLinear: dX, dW and db must not be Views of const");
   static_assert(std::is_same<typename XView::non_const_value_type, Scalar>::value &&
                     std::is_same<typename WView::non_const_value_type, Scalar>::value,
-                "FusedLinear: X, W, dY, dX and dW and db must have one value type");
+                "FusedLinear: X, W, dY, dX, dW and db must have one value type");
   using Saved_ = typename SavedView::non_const_value_type;
   static_assert(std::is_same<Saved_, Scalar>::value || std::is_integral<Saved_>::value,
                 "FusedLinear: saved must hold the value type (Y or z) or a sign mask (bool or "
