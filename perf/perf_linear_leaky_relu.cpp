@@ -267,27 +267,36 @@ struct Accuracy {
   std::int64_t unwritten = 0;
 };
 
+/// An Accuracy summed element by element: a non-finite reference is skipped (random inputs in
+/// range never produce one), a non-finite result counted as unwritten.
+struct AccuracySum {
+  Accuracy a;
+  double err2 = 0, ref2 = 0;
+  void add(double expected, double got) {
+    if (!std::isfinite(expected)) return;
+    if (!std::isfinite(got)) {
+      ++a.unwritten;
+      return;
+    }
+    const double d = got - expected;
+    err2 += d * d;
+    ref2 += expected * expected;
+    a.max_abs_err = std::max(a.max_abs_err, std::abs(d));
+  }
+  Accuracy result() {
+    a.rel_err = ref2 > 0 ? std::sqrt(err2 / ref2) : std::sqrt(err2);
+    return a;
+  }
+};
+
 template <class YHost>
 Accuracy compare(const YHost& y, const std::vector<std::int64_t>& rows,
                  const Kokkos::View<double**, Kokkos::LayoutRight, Kokkos::HostSpace>& ref) {
-  Accuracy a;
-  double err2 = 0, ref2 = 0;
-  for (std::size_t r = 0; r < rows.size(); ++r) {
-    for (std::int64_t j = 0; j < static_cast<std::int64_t>(ref.extent(1)); ++j) {
-      const double expected = ref(r, j), got = y(rows[r], j);
-      if (!std::isfinite(expected)) continue;  // random inputs in range never produce these
-      if (!std::isfinite(got)) {
-        ++a.unwritten;
-        continue;
-      }
-      const double d = got - expected;
-      err2 += d * d;
-      ref2 += expected * expected;
-      a.max_abs_err = std::max(a.max_abs_err, std::abs(d));
-    }
-  }
-  a.rel_err = ref2 > 0 ? std::sqrt(err2 / ref2) : std::sqrt(err2);
-  return a;
+  AccuracySum sum;
+  for (std::size_t r = 0; r < rows.size(); ++r)
+    for (std::int64_t j = 0; j < static_cast<std::int64_t>(ref.extent(1)); ++j)
+      sum.add(ref(r, j), y(rows[r], j));
+  return sum.result();
 }
 
 /// Milliseconds of one call. On CUDA, events recorded on the stream before and after it, as
@@ -554,22 +563,9 @@ using HostReferenceVector = Kokkos::View<double*, Kokkos::LayoutRight, Kokkos::H
 /// Agreement of a vector with its float64 reference, every element (as compare's).
 template <class VHost>
 Accuracy compare_vector(const VHost& v, const HostReferenceVector& ref) {
-  Accuracy a;
-  double err2 = 0, ref2 = 0;
-  for (std::size_t j = 0; j < ref.extent(0); ++j) {
-    const double expected = ref(j), got = v(j);
-    if (!std::isfinite(expected)) continue;
-    if (!std::isfinite(got)) {
-      ++a.unwritten;
-      continue;
-    }
-    const double d = got - expected;
-    err2 += d * d;
-    ref2 += expected * expected;
-    a.max_abs_err = std::max(a.max_abs_err, std::abs(d));
-  }
-  a.rel_err = ref2 > 0 ? std::sqrt(err2 / ref2) : std::sqrt(err2);
-  return a;
+  AccuracySum sum;
+  for (std::size_t j = 0; j < ref.extent(0); ++j) sum.add(ref(j), v(j));
+  return sum.result();
 }
 
 /// The gradient in float64 on the checked rows of dX [M,K] and dW [N,K], and all of db.

@@ -43,16 +43,21 @@ namespace FusedLinear {
 /// allocates G (M*N values) and, for db, one partial sum per 64 rows and column (in the value
 /// type's wider accumulator) at construction; execute() allocates nothing. The products run
 /// through engines of the forward: KokkosBlas::gemm (cuBLAS, the host BLAS, Kokkos Kernels'
-/// native gemm) in strict fp32 or TF32, cuBLASLt in 3xTF32 (CUDA, LayoutRight or LayoutLeft
-/// Views with contiguous rows); GradientInfo says which ran for each.
+/// native gemm) in strict fp32 or TF32, cuBLASLt in 3xTF32 (CUDA, row-major X, W, dX
+/// and dW with contiguous rows); GradientInfo says which ran for each.
 template <class ExecSpace, class XView, class WView, class DYView, class SavedView, class DXView,
           class DWView, class DBView>
-class GradientPlan {
+class GradientPlan
+    : Impl::OwnedPlan<ExecSpace, Impl::GradientImplOf<ExecSpace, XView, WView, DYView, SavedView,
+                                                      DXView, DWView, DBView>> {
   static_assert(Impl::check_gradient_types<ExecSpace, XView, WView, DYView, SavedView, DXView,
                                            DWView, DBView>(),
                 "");
   using Impl_ =
       Impl::GradientImplOf<ExecSpace, XView, WView, DYView, SavedView, DXView, DWView, DBView>;
+  using Owned = Impl::OwnedPlan<ExecSpace, Impl_>;
+  using Owned::m_exec;
+  using Owned::m_impl;
 
  public:
   using execution_space = ExecSpace;
@@ -74,22 +79,8 @@ class GradientPlan {
   GradientPlan(const ExecSpace& exec, const XView& X, const WView& W, const DYView& dY,
                const SavedView& saved, const DXView& dX, const DWView& dW, const DBView& db,
                value_type multiplier, value_type negative_slope, GradientOptions options = {})
-      : m_exec(exec),
-        m_impl(new Impl_(exec, X, W, dY, saved, dX, dW, db, multiplier, negative_slope, options,
-                         "FusedLinear::GradientPlan")) {}
-
-  ~GradientPlan() { release(); }
-  GradientPlan(const GradientPlan&) = delete;
-  GradientPlan& operator=(const GradientPlan&) = delete;
-  GradientPlan(GradientPlan&&) noexcept = default;
-  GradientPlan& operator=(GradientPlan&& other) noexcept {
-    if (this != &other) {
-      release();
-      m_exec = std::move(other.m_exec);
-      m_impl = std::move(other.m_impl);
-    }
-    return *this;
-  }
+      : Owned(exec, new Impl_(exec, X, W, dY, saved, dX, dW, db, multiplier, negative_slope,
+                              options, "FusedLinear::GradientPlan")) {}
 
   /// Enqueues the gradient on the plan's instance (asynchronous). The Views must have the
   /// plan's extents, and the outputs it was made with present or absent alike; every refusal
@@ -104,12 +95,6 @@ class GradientPlan {
   /// Device (or host) memory the plan holds: G, db's partial sums, the products' workspace.
   std::size_t workspace_bytes() const { return m_impl->workspace_bytes(); }
   const ExecSpace& space() const { return m_exec; }
-
- private:
-  /// Impl::release_plan, as Plan's.
-  void release() noexcept { Impl::release_plan(m_impl, m_exec); }
-  ExecSpace m_exec;
-  std::unique_ptr<Impl_> m_impl;
 };
 
 /// The gradient in one call: a GradientPlan made for these arguments (or found in the cache

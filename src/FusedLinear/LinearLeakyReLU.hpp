@@ -52,10 +52,7 @@ RunInfo linear_leaky_relu(const ExecSpace& exec, const XView& X, const WView& W,
                           typename YView::non_const_value_type negative_slope,
                           Options options = {}) {
   static_assert(Impl::check_types<ExecSpace, XView, WView, BView, YView>(), "");
-  using Plan_ =
-      Impl::PlanImpl<ExecSpace, Impl::CanonicalInput<ExecSpace, XView>,
-                     Impl::CanonicalInput<ExecSpace, WView>, Impl::CanonicalInput<ExecSpace, BView>,
-                     Impl::CanonicalOutput<ExecSpace, YView>>;
+  using Plan_ = Impl::PlanImplOf<ExecSpace, XView, WView, BView, YView>;
   constexpr const char* function = "FusedLinear::linear_leaky_relu";
   return Impl::run_cached<Plan_>(
       exec, function,

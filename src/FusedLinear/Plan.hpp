@@ -42,12 +42,12 @@ namespace FusedLinear {
 /// \tparam XView, WView, BView, YView Kokkos::Views of rank 2, 2, 1, 2 and one value type, float
 ///         or double; any layout (LayoutRight, PyTorch's, is the fast one) and memory traits.
 template <class ExecSpace, class XView, class WView, class BView, class YView>
-class Plan {
+class Plan : Impl::OwnedPlan<ExecSpace, Impl::PlanImplOf<ExecSpace, XView, WView, BView, YView>> {
   static_assert(Impl::check_types<ExecSpace, XView, WView, BView, YView>(), "");
-  using Impl_ =
-      Impl::PlanImpl<ExecSpace, Impl::CanonicalInput<ExecSpace, XView>,
-                     Impl::CanonicalInput<ExecSpace, WView>, Impl::CanonicalInput<ExecSpace, BView>,
-                     Impl::CanonicalOutput<ExecSpace, YView>>;
+  using Impl_ = Impl::PlanImplOf<ExecSpace, XView, WView, BView, YView>;
+  using Owned = Impl::OwnedPlan<ExecSpace, Impl_>;
+  using Owned::m_exec;
+  using Owned::m_impl;
 
  public:
   using execution_space = ExecSpace;
@@ -68,22 +68,8 @@ class Plan {
   ///         had.
   Plan(const ExecSpace& exec, const XView& X, const WView& W, const BView& b, const YView& Y,
        value_type multiplier, value_type negative_slope, Options options = {})
-      : m_exec(exec),
-        m_impl(new Impl_(exec, X, W, b, Y, multiplier, negative_slope, options,
-                         "FusedLinear::Plan")) {}
-
-  ~Plan() { release(); }
-  Plan(const Plan&) = delete;
-  Plan& operator=(const Plan&) = delete;
-  Plan(Plan&& other) noexcept = default;
-  Plan& operator=(Plan&& other) noexcept {
-    if (this != &other) {
-      release();
-      m_exec = std::move(other.m_exec);
-      m_impl = std::move(other.m_impl);
-    }
-    return *this;
-  }
+      : Owned(exec, new Impl_(exec, X, W, b, Y, multiplier, negative_slope, options,
+                              "FusedLinear::Plan")) {}
 
   /// Enqueues the layer on the plan's instance (asynchronous: fence it before reading Y on the
   /// host). The Views must have the plan's extents; their strides and alignment those the plan
@@ -103,13 +89,6 @@ class Plan {
   /// Device (or host) memory the plan holds for its path.
   std::size_t workspace_bytes() const { return m_impl->workspace_bytes(); }
   const ExecSpace& space() const { return m_exec; }
-
- private:
-  /// Impl::release_plan: never throws, never waits while a capture the library knows of is in
-  /// progress.
-  void release() noexcept { Impl::release_plan(m_impl, m_exec); }
-  ExecSpace m_exec;
-  std::unique_ptr<Impl_> m_impl;
 };
 
 }  // namespace FusedLinear

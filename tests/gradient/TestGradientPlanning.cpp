@@ -9,6 +9,7 @@
 
 #include <gtest/gtest.h>
 
+#include "../common/CudaGraphs.hpp"
 #include "GradientProblems.hpp"
 
 namespace {
@@ -89,33 +90,6 @@ TEST(GradientPlanning, ExecuteAllocatesNothing) {
   EXPECT_EQ(allocations.load(), 1) << "the hook must count a View's allocation";
 }
 
-#if defined(KOKKOS_ENABLE_CUDA)
-struct Graph {
-  cudaGraph_t graph = nullptr;
-  cudaGraphExec_t exec = nullptr;
-  ~Graph() {
-    if (exec) cudaGraphExecDestroy(exec);
-    if (graph) cudaGraphDestroy(graph);
-  }
-};
-template <class F>
-std::string capture(cudaStream_t stream, Graph& g, F&& calls) {
-  if (cudaStreamBeginCapture(stream, cudaStreamCaptureModeGlobal) != cudaSuccess)
-    return "cudaStreamBeginCapture failed";
-  std::string error;
-  try {
-    calls();
-  } catch (const std::exception& e) {
-    error = e.what();
-  }
-  const cudaError_t ended = cudaStreamEndCapture(stream, &g.graph);
-  if (error.empty() && ended != cudaSuccess) error = cudaGetErrorString(ended);
-  (void)cudaGetLastError();
-  if (error.empty() && cudaGraphInstantiate(&g.exec, g.graph, 0) != cudaSuccess)
-    error = "cudaGraphInstantiate failed";
-  return error;
-}
-#endif
 
 // A plan's execute and the one-shot call (its plan made by an eager call on another stream),
 // each captured on a stream of their own and replayed twice: the eager call's bits, every

@@ -38,6 +38,7 @@
 #include <thread>
 #include <vector>
 
+#include "../common/CudaGraphs.hpp"
 #include "../common/TestHelpers.hpp"
 
 namespace {
@@ -63,40 +64,6 @@ struct OwnStreams {
   }
 };
 
-/// A graph and its executable graph, destroyed together.
-struct Graph {
-  cudaGraph_t graph = nullptr;
-  cudaGraphExec_t exec = nullptr;
-  Graph() = default;
-  Graph(const Graph&) = delete;
-  Graph& operator=(const Graph&) = delete;
-  ~Graph() { reset(); }
-  void reset() {
-    if (exec) cudaGraphExecDestroy(exec);
-    if (graph) cudaGraphDestroy(graph);
-    exec = nullptr, graph = nullptr;
-  }
-};
-
-/// The one-shot call captured on `stream` (global mode); the error message of the call, empty
-/// when it was captured and the graph instantiated into `g`.
-std::string capture(cudaStream_t stream, Graph& g, const std::function<void()>& calls) {
-  if (cudaStreamBeginCapture(stream, cudaStreamCaptureModeGlobal) != cudaSuccess)
-    return "cudaStreamBeginCapture failed";
-  std::string error;
-  try {
-    calls();
-  } catch (const std::exception& e) {
-    error = e.what();
-  }
-  const cudaError_t ended = cudaStreamEndCapture(stream, &g.graph);
-  if (error.empty() && ended != cudaSuccess)
-    error = std::string("the capture ended with ") + cudaGetErrorString(ended);
-  (void)cudaGetLastError();
-  if (error.empty() && cudaGraphInstantiate(&g.exec, g.graph, 0) != cudaSuccess)
-    error = "cudaGraphInstantiate failed";
-  return error;
-}
 
 /// The cache's counts (Impl::PlanCache): plans held, graphs' references, releases deferred.
 std::size_t eager_plans() { return Impl::PlanCache::instance().size(); }

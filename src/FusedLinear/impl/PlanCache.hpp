@@ -382,6 +382,33 @@ class PlanCache {
 /// once the instance's work is done and no such capture is in progress. In a child forked after
 /// Kokkos started a device, the memory is the parent's: abandoned.
 template <class T, class ExecSpace>
+void release_plan(std::unique_ptr<T>& impl, const ExecSpace& exec) noexcept;
+
+/// What Plan and GradientPlan share: their instance and implementation, moved and released
+/// (release_plan) as one.
+template <class ExecSpace, class ImplType>
+class OwnedPlan {
+ public:
+  OwnedPlan(const ExecSpace& exec, ImplType* impl) : m_exec(exec), m_impl(impl) {}
+  ~OwnedPlan() { release_plan(m_impl, m_exec); }
+  OwnedPlan(const OwnedPlan&) = delete;
+  OwnedPlan& operator=(const OwnedPlan&) = delete;
+  OwnedPlan(OwnedPlan&&) noexcept = default;
+  OwnedPlan& operator=(OwnedPlan&& other) noexcept {
+    if (this != &other) {
+      release_plan(m_impl, m_exec);
+      m_exec = std::move(other.m_exec);
+      m_impl = std::move(other.m_impl);
+    }
+    return *this;
+  }
+
+ protected:
+  ExecSpace m_exec;
+  std::unique_ptr<ImplType> m_impl;
+};
+
+template <class T, class ExecSpace>
 void release_plan(std::unique_ptr<T>& impl, const ExecSpace& exec) noexcept {
   if (!impl) return;
   if (!is_host_space<ExecSpace>() && forked_after_initialize().load()) {

@@ -44,6 +44,14 @@ using CanonicalInput = Canonical<ExecSpace, View, typename View::const_data_type
 template <class ExecSpace, class View>
 using CanonicalOutput = Canonical<ExecSpace, View, typename View::non_const_data_type>;
 
+template <class ExecSpace, class XView, class WView, class BView, class YView>
+class PlanImpl;
+/// The plan of the canonical Views of a user's View types.
+template <class ExecSpace, class XView, class WView, class BView, class YView>
+using PlanImplOf =
+    PlanImpl<ExecSpace, CanonicalInput<ExecSpace, XView>, CanonicalInput<ExecSpace, WView>,
+             CanonicalInput<ExecSpace, BView>, CanonicalOutput<ExecSpace, YView>>;
+
 /// Pushes a Kokkos profiling region for a scope, exceptions included.
 struct ProfilingRegion {
   explicit ProfilingRegion(const std::string& name) { Kokkos::Profiling::pushRegion(name); }
