@@ -90,7 +90,6 @@ TEST(GradientPlanning, ExecuteAllocatesNothing) {
   EXPECT_EQ(allocations.load(), 1) << "the hook must count a View's allocation";
 }
 
-
 // A plan's execute and the one-shot call (its plan made by an eager call on another stream),
 // each captured on a stream of their own and replayed twice: the eager call's bits, every
 // precision the device serves.

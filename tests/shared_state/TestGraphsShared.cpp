@@ -64,7 +64,6 @@ struct OwnStreams {
   }
 };
 
-
 /// The cache's counts (Impl::PlanCache): plans held, graphs' references, releases deferred.
 std::size_t eager_plans() { return Impl::PlanCache::instance().size(); }
 std::size_t captured_plans() { return Impl::PlanCache::instance().captured_size(); }
