@@ -227,10 +227,9 @@ class GradientImpl {
     const bool lt3x = lt3x_serves(X, W, dX, dW);
     m_info.dx = decide(Shape{M, N, K}, m_dx_product, lt3x, facts_dx(exec), function);
     m_info.dw = decide(Shape{N, M, K}, m_dw_product, lt3x, facts_dw(exec), function);
-    if (options.planning == Planning::Measure) {
-      allocate(X, W, dX, dW, function);  // every candidate's workspace, then the choice
+    // Measure sets up each candidate it times; the workspace is then the choice's.
+    if (options.planning == Planning::Measure)
       measure(exec, X, W, dY, saved, dX, dW, db, function);
-    }
     allocate(X, W, dX, dW, function);
   }
 
