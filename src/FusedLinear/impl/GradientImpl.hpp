@@ -228,8 +228,7 @@ class GradientImpl {
     m_info.dx = decide(Shape{M, N, K}, m_dx_product, lt3x, facts_dx(exec), function);
     m_info.dw = decide(Shape{N, M, K}, m_dw_product, lt3x, facts_dw(exec), function);
     // Measure sets up each candidate it times; the workspace is then the choice's.
-    if (options.planning == Planning::Measure)
-      measure(exec, X, W, dY, saved, dX, dW, db, function);
+    if (options.planning == Planning::Measure) measure(exec, X, W, dY, saved, dX, dW, db, function);
     allocate(X, W, dX, dW, function);
   }
 
