@@ -76,7 +76,7 @@ constexpr std::int64_t sampled_rows = 256;
 using FusedLinear::all_algorithms;
 /// The paths of the gradient's products (GradientOptions::algorithm): --pass's default list.
 constexpr Algorithm gradient_algorithms[] = {Algorithm::Auto, Algorithm::Vendor,
-                                             Algorithm::VendorLt};
+                                             Algorithm::VendorLt, Algorithm::FusedSm90};
 
 enum class Pass { Forward, Backward, Step };
 const char* to_string(Pass p) {
@@ -152,7 +152,7 @@ FusedLinearCli::Cli command_line(Config& c) {
           },
           "a comma list (no spaces) of " + algorithms +
               "or all (default: every path that can run the precision here; with --pass "
-              "backward or step: auto, vendor, vendor_lt, the gradient's paths)")
+              "backward or step: auto, vendor, vendor_lt, fused_sm90, the gradient's paths)")
       .option(
           "--precision", "P",
           [&c](const std::string& p) { c.precision = FusedLinear::precision_from_string(p); },

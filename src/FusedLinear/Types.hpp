@@ -236,7 +236,8 @@ enum class Saved {
 
 /// What to run for the gradient (GradientPlan, linear_leaky_relu_backward).
 struct GradientOptions {
-  /// Auto (a cost model per product), Vendor (KokkosBlas::gemm) or VendorLt (cuBLASLt).
+  /// Auto (a cost model per product), Vendor (KokkosBlas::gemm), VendorLt (cuBLASLt's 3xtf32)
+  /// or FusedSm90 (the library's sm_90a 3xtf32 kernels).
   Algorithm algorithm = Algorithm::Auto;
   /// The products' arithmetic; under Algorithm::Auto a floor, as the forward's.
   Precision precision = Precision::Strict;
@@ -246,6 +247,9 @@ struct GradientOptions {
   bool accumulate = false;
   /// What the `saved` View holds.
   Saved saved = Saved::Output;
+  /// Experimental (impl/Tuning.hpp), as Options::tuning: sm90_tf32x3_kernel picks the kernel of
+  /// the fused_sm90 products.
+  Experimental::Tuning tuning = {};
 };
 
 /// What a gradient plan runs for each product (RunInfo's fields; Gemm::None where the product

@@ -709,9 +709,12 @@ TEST(DispatchGradient, RefusesWhatNoPathComputes) {
     }
     return std::string("not refused");
   };
-  EXPECT_NE(refusal(Algorithm::Fused, Precision::Strict, host, false).find("auto, vendor or"),
+  EXPECT_NE(refusal(Algorithm::Fused, Precision::Strict, host, false).find("not on fused"),
             std::string::npos);
-  EXPECT_NE(refusal(Algorithm::FusedSm90, Precision::TF32x3, hopper(), true).find("not on"),
+  EXPECT_NE(refusal(Algorithm::FusedSm90, Precision::Strict, hopper(), true).find("3xtf32"),
+            std::string::npos);
+  // The sm_90a kernel where it cannot run: the reason is named.
+  EXPECT_NE(refusal(Algorithm::FusedSm90, Precision::TF32x3, other_gpu(), true).find(not_hopper),
             std::string::npos);
   EXPECT_NE(refusal(Algorithm::Vendor, Precision::TF32, host, false).find("only on CUDA"),
             std::string::npos);
@@ -731,19 +734,27 @@ TEST(DispatchGradient, GpuFloorPicksByTheCostModel) {
     return Impl::resolve_gradient_product(gradient_request(Algorithm::Auto, floor), s, true, lt3x,
                                           f, fn);
   };
-  // The reference shape's products, 3xTF32 floor: cuBLASLt's 3xTF32; a few rows: strict.
+  // The reference shape's products, 3xTF32 floor: the sm_90a kernel, cuBLASLt's 3xTF32 where
+  // it cannot run; a few rows: strict.
   for (const Shape& s : {Shape{1024, 8192, 8192}, Shape{8192, 1024, 8192}}) {
     const FusedLinear::RunInfo r = resolve(Precision::TF32x3, s, true);
-    EXPECT_EQ(r.algorithm, Algorithm::VendorLt);
+    EXPECT_EQ(r.algorithm, Algorithm::FusedSm90);
     EXPECT_EQ(r.precision, Precision::TF32x3);
-    EXPECT_EQ(r.gemm, Gemm::CublasLt);
+    EXPECT_EQ(r.gemm, Gemm::Sm90Tf32x3Kernel);
     EXPECT_TRUE(r.note.empty()) << r.note;
+    const FusedLinear::RunInfo lt = Impl::resolve_gradient_product(
+        gradient_request(Algorithm::Auto, Precision::TF32x3), s, true, true, other_gpu(), fn);
+    EXPECT_EQ(lt.algorithm, Algorithm::VendorLt);
+    EXPECT_EQ(lt.gemm, Gemm::CublasLt);
   }
   const FusedLinear::RunInfo few = resolve(Precision::TF32x3, Shape{4, 8192, 8192}, true);
   EXPECT_EQ(few.precision, Precision::Strict);
   EXPECT_NE(few.note.find("strict fp32 (vendor) is at least as accurate"), std::string::npos);
-  // Without cuBLASLt's Views only strict meets a 3xTF32 floor; TF32 takes cuBLAS's TF32.
-  EXPECT_EQ(resolve(Precision::TF32x3, Shape{1024, 8192, 8192}, false).precision,
+  // Without cuBLASLt's Views (nor the sm_90a kernel's: the same Views) only strict meets a
+  // 3xTF32 floor; TF32 takes cuBLAS's TF32.
+  EXPECT_EQ(Impl::resolve_gradient_product(gradient_request(Algorithm::Auto, Precision::TF32x3),
+                                           Shape{1024, 8192, 8192}, true, false, other_gpu(), fn)
+                .precision,
             Precision::Strict);
   EXPECT_EQ(resolve(Precision::TF32, Shape{1024, 8192, 8192}, true).precision, Precision::TF32);
   EXPECT_EQ(resolve(Precision::Strict, Shape{1024, 8192, 8192}, true).algorithm, Algorithm::Vendor);

@@ -669,6 +669,145 @@ TEST(Gradient, TensorCorePrecisionsAreFloors) {
 }
 
 // ---------------------------------------------------------------------------------------------
+// The sm_90a 3xTF32 kernels (fused_sm90), where this build and device have them.
+
+/// Empty where fused_sm90 computes the gradient here, else why not (a device or build without
+/// the kernels: the tests skip). Any other refusal of these Views is a failure.
+std::string sm90_absent() {
+  PF p(1, 4, 1, 1, 2, 0.1);
+  try {
+    p.backward(gradient_options(Saved::Output, false, Precision::TF32x3, Algorithm::FusedSm90));
+  } catch (const std::invalid_argument& e) {
+    const std::string why = e.what();
+    if (!contains(why, "compute capability 9.0") && !contains(why, "in a build with the sm_90a"))
+      ADD_FAILURE() << why;
+    return why;
+  }
+  return std::string();
+}
+
+GradientOptions sm90_options(bool accumulate = false, int kernel = 0) {
+  GradientOptions o =
+      gradient_options(Saved::Output, accumulate, Precision::TF32x3, Algorithm::FusedSm90);
+  o.tuning.sm90_tf32x3_kernel = kernel;
+  return o;
+}
+
+// Odd M and N around the 128-wide tiles, K a multiple of 4 (the copy engine reads X's and W's
+// rows) from 4 to past a promotion range; both kernels (tile, split-K) and the shape's choice,
+// overwriting and accumulating: every output against float64 within 3xTF32's bound.
+TEST(GradientSm90, OddShapesBothKernelsAndAccumulate) {
+  const std::string absent = sm90_absent();
+  if (!absent.empty()) GTEST_SKIP() << absent;
+  const std::int64_t shapes[][3] = {{1, 4, 1},      {129, 36, 33},   {33, 132, 129},
+                                    {257, 68, 131}, {130, 1000, 33}, {7, 520, 300}};
+  std::uint64_t seed = test_seed(47);
+  for (const auto& s : shapes)
+    for (int kernel : {0, 1, 2})
+      for (bool accumulate : {false, true}) {
+        PF p(s[0], s[1], s[2], ++seed, 2, 0.1);
+        std::vector<double> dw0, db0;
+        if (accumulate) {
+          dw0 = random_values(std::size_t(p.N * p.K), seed + 1000, 4);
+          db0 = random_values(std::size_t(p.N), seed + 2000, 4);
+          write_matrix(p.dW, dw0);
+          write_vector(p.db, db0);
+        }
+        const GradientOptions o = sm90_options(accumulate, kernel);
+        const GradientInfo info = p.backward(o);
+        EXPECT_EQ(info.dx.gemm, Gemm::Sm90Tf32x3Kernel) << describe(o, info);
+        EXPECT_EQ(info.dw.gemm, Gemm::Sm90Tf32x3Kernel) << describe(o, info);
+        EXPECT_TRUE(matches_oracle(p, p.oracle(Saved::Output), info, dw0, db0))
+            << "M=" << s[0] << " K=" << s[1] << " N=" << s[2] << " kernel " << kernel << ": "
+            << describe(o, info);
+      }
+}
+
+// The same bits on every run, split-K's partial sums included.
+TEST(GradientSm90, Deterministic) {
+  const std::string absent = sm90_absent();
+  if (!absent.empty()) GTEST_SKIP() << absent;
+  for (int kernel : {1, 2}) {
+    PF p(300, 2000, 70, test_seed(48), 2, 0.1);
+    p.backward(sm90_options(false, kernel));
+    const std::vector<double> dx = host_matrix(p.dX), dw = host_matrix(p.dW);
+    for (int run = 0; run < 3; ++run) {
+      p.poison();
+      p.backward(sm90_options(false, kernel));
+      EXPECT_TRUE(host_matrix(p.dX) == dx) << "kernel " << kernel << ", run " << run;
+      EXPECT_TRUE(host_matrix(p.dW) == dw) << "kernel " << kernel << ", run " << run;
+    }
+  }
+}
+
+// Inputs and outputs inside larger buffers, at 16-byte offsets: nothing outside dX and dW is
+// written. X and W at an offset the copy engine cannot read: fused_sm90 refused by name (a
+// plan made on aligned Views too, at execute), while auto's 3xtf32 floor runs another path.
+TEST(GradientSm90, GuardBandsAndAlignment) {
+  const std::string absent = sm90_absent();
+  if (!absent.empty()) GTEST_SKIP() << absent;
+  const std::int64_t M = 67, K = 132, N = 45, band = 64;
+  PF p(M, K, N, test_seed(49), 2, 0.1);
+  const Oracle oracle = p.oracle(Saved::Output);
+  const float sentinel = 7.25f;
+  const auto buffer = [&](std::int64_t n) {
+    Vector v("buffer", std::size_t(n + 2 * band + 1));
+    Kokkos::deep_copy(v, sentinel);
+    return v;
+  };
+  const auto inside = [&](const Vector& v, std::int64_t offset, std::int64_t rows,
+                          std::int64_t cols) { return Unmanaged(v.data() + offset, rows, cols); };
+  const auto bands_intact = [&](const Vector& v, std::int64_t offset, std::int64_t n) {
+    const std::vector<double> h = host_vector(v);
+    for (std::int64_t i = 0; i < std::int64_t(h.size()); ++i)
+      if ((i < offset || i >= offset + n) && h[std::size_t(i)] != double(sentinel)) return false;
+    return true;
+  };
+  for (const std::int64_t in_offset : {std::int64_t(band), band + 1}) {
+    const Vector xb = buffer(M * K), wb = buffer(N * K), dxb = buffer(M * K), dwb = buffer(N * K);
+    const Unmanaged X = inside(xb, in_offset, M, K), W = inside(wb, in_offset, N, K);
+    const Unmanaged dX = inside(dxb, band, M, K), dW = inside(dwb, band, N, K);
+    Kokkos::deep_copy(X, p.X);
+    Kokkos::deep_copy(W, p.W);
+    const bool aligned = in_offset == band;
+    for (const GradientOptions& o :
+         {sm90_options(), gradient_options(Saved::Output, false, Precision::TF32x3)}) {
+      const auto run = [&] {
+        return FusedLinear::linear_leaky_relu_backward(ExecSpace(), X, W, p.dY, p.Y, dX, dW, p.db,
+                                                       2.f, 0.1f, o);
+      };
+      if (!aligned && o.algorithm == Algorithm::FusedSm90) {
+        const std::string e = refusal(run);
+        EXPECT_TRUE(names(e, one_shot, "16 bytes")) << e;
+        continue;
+      }
+      const GradientInfo info = run();
+      if (aligned && o.algorithm == Algorithm::FusedSm90)
+        EXPECT_EQ(info.dx.gemm, Gemm::Sm90Tf32x3Kernel);
+      if (!aligned) EXPECT_NE(info.dx.gemm, Gemm::Sm90Tf32x3Kernel) << describe(o, info);
+      Kokkos::deep_copy(p.dX, dX);
+      Kokkos::deep_copy(p.dW, dW);
+      EXPECT_TRUE(matches_oracle(p, oracle, info)) << describe(o, info);
+      EXPECT_TRUE(bands_intact(dxb, band, M * K)) << "dX's guard bands: " << describe(o, info);
+      EXPECT_TRUE(bands_intact(dwb, band, N * K)) << "dW's guard bands: " << describe(o, info);
+    }
+  }
+  // A plan made on aligned Views, executed on X one float further on: refused by name.
+  const Vector xb = buffer(M * K);
+  const Unmanaged shifted = inside(xb, band + 1, M, K);
+  Kokkos::deep_copy(shifted, p.X);
+  using UnmanagedPlan = FusedLinear::GradientPlan<ExecSpace, Unmanaged, Matrix, Matrix, Matrix,
+                                                  Matrix, Matrix, Vector>;
+  const Unmanaged aligned_x = inside(xb, band, M, K);
+  UnmanagedPlan plan(ExecSpace(), aligned_x, p.W, p.dY, p.Y, p.dX, p.dW, p.db, 2.f, 0.1f,
+                     sm90_options());
+  p.poison();
+  const std::string e = refusal([&] { plan.execute(shifted, p.W, p.dY, p.Y, p.dX, p.dW, p.db); });
+  EXPECT_TRUE(names(e, plan_execute, "fused_sm90")) << e;
+  EXPECT_TRUE(untouched(p)) << "a refused call wrote an output";
+}
+
+// ---------------------------------------------------------------------------------------------
 // Misuse: refused by name, before anything is written.
 
 // Any View's extents off by one, through the one-shot call, a plan's construction and its
@@ -726,7 +865,7 @@ TEST(GradientErrors, ExtentsMismatchRefused) {
 }
 
 // Requests no product path serves, refused by name through both entry points: the forward's
-// own kernels (the gradient's products run on auto, vendor or vendor_lt), tensor-core
+// own kernels (the gradient's products run on auto, vendor, vendor_lt or fused_sm90), tensor-core
 // precisions on double Views, vendor_lt in anything but 3xtf32, explicit tensor-core requests
 // where nothing computes them (the host), non-finite parameters. Where a GPU serves an explicit
 // request, it runs exactly what was asked.
@@ -744,7 +883,9 @@ TEST(GradientErrors, UnservedRequestsRefused) {
     return std::make_pair(a, b);
   };
   for (Algorithm a : all_algorithms) {
-    if (a == Algorithm::Auto || a == Algorithm::Vendor || a == Algorithm::VendorLt) continue;
+    if (a == Algorithm::Auto || a == Algorithm::Vendor || a == Algorithm::VendorLt ||
+        a == Algorithm::FusedSm90)
+      continue;
     const auto r = both(gradient_options(Saved::Output, false, Precision::Strict, a), 2, 0.1f);
     EXPECT_TRUE(names(r.first, one_shot, FusedLinear::to_string(a))) << r.first;
     EXPECT_TRUE(names(r.second, plan_make, FusedLinear::to_string(a))) << r.second;
@@ -754,12 +895,12 @@ TEST(GradientErrors, UnservedRequestsRefused) {
         refusal([&] { d.backward(gradient_options(Saved::Output, false, precision)); });
     EXPECT_TRUE(names(e, one_shot, "float")) << e;
   }
-  for (Precision precision : {Precision::Strict, Precision::TF32}) {
-    const auto r =
-        both(gradient_options(Saved::Output, false, precision, Algorithm::VendorLt), 2, 0.1f);
-    EXPECT_TRUE(names(r.first, one_shot, "3xtf32")) << r.first;
-    EXPECT_TRUE(names(r.second, plan_make, "3xtf32")) << r.second;
-  }
+  for (Algorithm a : {Algorithm::VendorLt, Algorithm::FusedSm90})
+    for (Precision precision : {Precision::Strict, Precision::TF32}) {
+      const auto r = both(gradient_options(Saved::Output, false, precision, a), 2, 0.1f);
+      EXPECT_TRUE(names(r.first, one_shot, "3xtf32")) << r.first;
+      EXPECT_TRUE(names(r.second, plan_make, "3xtf32")) << r.second;
+    }
   const float nan = std::numeric_limits<float>::quiet_NaN(),
               inf = std::numeric_limits<float>::infinity();
   for (const auto& bad : {std::make_pair(nan, 0.1f), std::make_pair(inf, 0.1f),
@@ -770,7 +911,9 @@ TEST(GradientErrors, UnservedRequestsRefused) {
   }
   EXPECT_TRUE(untouched(p)) << "a refused call wrote an output";
   const std::pair<Algorithm, Precision> explicit_requests[] = {
-      {Algorithm::Vendor, Precision::TF32}, {Algorithm::VendorLt, Precision::TF32x3}};
+      {Algorithm::Vendor, Precision::TF32},
+      {Algorithm::VendorLt, Precision::TF32x3},
+      {Algorithm::FusedSm90, Precision::TF32x3}};
   for (const auto& request : explicit_requests) {
     const GradientOptions o = gradient_options(Saved::Output, false, request.second, request.first);
     if (Impl::is_host_space<ExecSpace>()) {

@@ -264,13 +264,16 @@ inline std::vector<Candidate> gradient_candidates(const Facts& f, bool lt3x) {
   std::vector<Candidate> c{{Algorithm::Vendor, Precision::Strict}};
   if (f.blas == Gemm::Cublas && f.float_views) c.push_back({Algorithm::Vendor, Precision::TF32});
   if (lt3x) c.push_back({Algorithm::VendorLt, Precision::TF32x3});
+  if (f.sm90_tf32x3 == nullptr) c.push_back({Algorithm::FusedSm90, Precision::TF32x3});
   return c;
 }
 
 inline RunInfo gradient_run_info(const Candidate& c, const Facts& f) {
   RunInfo r;
   r.algorithm = c.algorithm, r.precision = c.precision;
-  r.gemm = c.algorithm == Algorithm::VendorLt ? Gemm::CublasLt : f.blas;
+  r.gemm = c.algorithm == Algorithm::VendorLt    ? Gemm::CublasLt
+           : c.algorithm == Algorithm::FusedSm90 ? Gemm::Sm90Tf32x3Kernel
+                                                 : f.blas;
   r.vendor_blas = r.gemm != Gemm::KokkosKernelsNative;
   return r;
 }
@@ -306,20 +309,29 @@ inline RunInfo resolve_gradient_product(const GradientOptions& o, const Shape& s
   } else {
     const Algorithm a = o.algorithm;
     const Precision p = o.precision;
-    if (a != Algorithm::Vendor && a != Algorithm::VendorLt)
-      refuse(function, std::string("the gradient's products run on auto, vendor or vendor_lt; "
-                                   "not on ") +
+    if (a != Algorithm::Vendor && a != Algorithm::VendorLt && a != Algorithm::FusedSm90)
+      refuse(function, std::string("the gradient's products run on auto, vendor, vendor_lt or "
+                                   "fused_sm90; not on ") +
                            to_string(a));
-    if (a == Algorithm::VendorLt && p != Precision::TF32x3)
-      refuse(function, std::string("vendor_lt computes the gradient's products in 3xtf32; ") +
-                           "vendor runs strict and tf32");
+    if (a != Algorithm::Vendor && p != Precision::TF32x3)
+      refuse(function, std::string(to_string(a)) +
+                           " computes the gradient's products in "
+                           "3xtf32; vendor runs strict and tf32");
+    // vendor in 3xtf32 runs cuBLASLt's (the gradient has no split of its own for cuBLAS)
     const auto found = std::find_if(all.begin(), all.end(), [&](const Candidate& c) {
-      return c.precision == p && (c.algorithm == a || p == Precision::TF32x3);
+      return c.precision == p &&
+             (c.algorithm == a || (a == Algorithm::Vendor && c.algorithm == Algorithm::VendorLt));
     });
     if (found == all.end())
-      refuse(function, std::string("the gradient's products run ") + to_string(a) + " in " + mode +
-                           " only on CUDA: tf32 on cuBLAS (vendor), 3xtf32 on cuBLASLt with "
-                           "float X, W, dX and dW, row-major with contiguous rows");
+      refuse(function,
+             std::string("the gradient's products run ") + to_string(a) + " in " + mode +
+                 " only on CUDA: tf32 on cuBLAS (vendor), 3xtf32 on cuBLASLt (vendor, vendor_lt) "
+                 "with float X, W, dX and dW, row-major with contiguous rows, and on the sm_90a "
+                 "kernel (fused_sm90) where it also has an H100 or H200 and X and W rows in "
+                 "16-byte multiples" +
+                 (f.sm90_tf32x3 && a == Algorithm::FusedSm90
+                      ? std::string(" (fused_sm90 here: ") + f.sm90_tf32x3 + ")"
+                      : std::string()));
     r = gradient_run_info(*found, f);
   }
   if (!product) {

@@ -33,7 +33,9 @@
 #include "FusedLinear/impl/PlanKey.hpp"
 #include "FusedLinear/impl/Planner.hpp"  // CallTimer
 #include "FusedLinear/impl/Wisdom.hpp"
+#include "FusedLinear/impl/cuda/Device.hpp"
 #include "FusedLinear/impl/cuda/LtProduct.hpp"
+#include "FusedLinear/impl/cuda/Sm90Adapter.hpp"  // FUSED_LINEAR_SM90A where it is built
 #include "FusedLinear/impl/engines/Engine.hpp"
 #include "FusedLinear/impl/kernels/Common.hpp"
 #include "FusedLinear/impl/vendor/KokkosBlasGemm.hpp"
@@ -169,8 +171,9 @@ void fill_zero(const ExecSpace& exec, const V& v) {
   }
 }
 
-/// A product's path: KokkosBlas::gemm (strict or TF32), or cuBLASLt's 3xTF32.
-enum class ProductPath { None, KokkosBlas, Lt3x };
+/// A product's path: KokkosBlas::gemm (strict or TF32), cuBLASLt's 3xTF32, or the library's
+/// sm_90a 3xTF32 kernel.
+enum class ProductPath { None, KokkosBlas, Lt3x, Sm90 };
 
 template <class ExecSpace, class XView, class WView, class DYView, class SavedView, class DXView,
           class DWView, class DBView>
@@ -204,6 +207,14 @@ class GradientImpl {
     return false;
 #endif
   }
+  /// The sm_90a 3xTF32 kernel serves them on the same Views as cuBLASLt (row-major G too).
+  static constexpr bool sm90_compiles() {
+#if defined(FUSED_LINEAR_SM90A)
+    return lt3x_compiles();
+#else
+    return false;
+#endif
+  }
 
   GradientImpl(const ExecSpace& exec, const XView& X, const WView& W, const DYView& dY,
                const SavedView& saved, const DXView& dX, const DWView& dW, const DBView& db,
@@ -225,8 +236,11 @@ class GradientImpl {
     m_dw_product = m_dw && N > 0 && K > 0 && M > 0;
     m_blocks = (M + gradient_rows_per_partial - 1) / gradient_rows_per_partial;
     const bool lt3x = lt3x_serves(X, W, dX, dW);
-    m_info.dx = decide(Shape{M, N, K}, m_dx_product, lt3x, facts_dx(exec), function);
-    m_info.dw = decide(Shape{N, M, K}, m_dw_product, lt3x, facts_dw(exec), function);
+    m_info.dx = decide(Shape{M, N, K}, m_dx_product, lt3x, facts_dx(exec, X, W, dX, dW), function);
+    m_info.dw = decide(Shape{N, M, K}, m_dw_product, lt3x, facts_dw(exec, X, W, dX, dW), function);
+#if defined(FUSED_LINEAR_SM90A)
+    if constexpr (sm90_compiles()) m_sm90_device = sm90_device(exec);
+#endif
     // Measure sets up each candidate it times; the workspace is then the choice's.
     if (options.planning == Planning::Measure) measure(exec, X, W, dY, saved, dX, dW, db, function);
     allocate(X, W, dX, dW, function);
@@ -252,7 +266,7 @@ class GradientImpl {
     ExecDeviceGuard<ExecSpace> device(exec, function);
     check_engines(exec, X, W, dX, dW, function);
     ProfilingRegion region("FusedLinear::gradient");
-    run(exec, X, W, dY, saved, dX, dW, db, m_options.accumulate);
+    run(exec, X, W, dY, saved, dX, dW, db, m_options.accumulate, function);
   }
 
  private:
@@ -345,8 +359,52 @@ class GradientImpl {
     if (f.backend == Backend::Host) f.host_threads = exec.concurrency();
     return f;
   }
-  static Facts facts_dx(const ExecSpace& exec) { return product_facts<WView, DXView>(exec); }
-  static Facts facts_dw(const ExecSpace& exec) { return product_facts<XView, DWView>(exec); }
+  /// Facts of dX and of dW; sm90_tf32x3 says why the sm_90a kernel cannot take the product.
+  Facts facts_dx(const ExecSpace& exec, const XView& X, const WView& W, const DXView& dX,
+                 const DWView& dW) const {
+    Facts f = product_facts<WView, DXView>(exec);
+    f.sm90_tf32x3 = sm90_refusal(exec, X, W, dX, dW, true);
+    return f;
+  }
+  Facts facts_dw(const ExecSpace& exec, const XView& X, const WView& W, const DXView& dX,
+                 const DWView& dW) const {
+    Facts f = product_facts<XView, DWView>(exec);
+    f.sm90_tf32x3 = sm90_refusal(exec, X, W, dX, dW, false);
+    return f;
+  }
+
+#if defined(FUSED_LINEAR_SM90A)
+  /// dX = G . W (is_dx: S = W, D = dX) or dW (+)= G^T . X (S = X, D = dW) as the sm_90a kernel
+  /// takes it; G [M, N] row-major.
+  template <class SView, class DView>
+  Sm90::GradientProduct sm90_product(const SView& S, const DView& D, const float* G,
+                                     bool is_dx) const {
+    Sm90::GradientProduct p;
+    p.P = is_dx ? m_shape.M : m_shape.N, p.K = m_shape.K, p.R = is_dx ? m_shape.N : m_shape.M;
+    p.S = reinterpret_cast<const float*>(S.data()), p.lds = std::int64_t(S.stride(0));
+    p.G = G, p.ldg = m_shape.N, p.transpose_g = !is_dx;
+    p.D = reinterpret_cast<float*>(D.data()), p.ldd = std::int64_t(D.stride(0));
+    p.accumulate = !is_dx && m_options.accumulate;
+    return p;
+  }
+#endif
+  const char* sm90_refusal(const ExecSpace& exec, const XView& X, const WView& W, const DXView& dX,
+                           const DWView& dW, bool is_dx) const {
+#if defined(FUSED_LINEAR_SM90A)
+    if constexpr (sm90_compiles()) {
+      if (!(is_dx ? m_dx_product : m_dw_product)) return nullptr;  // nothing for it to run
+      if (!contiguous_rows(X) || !contiguous_rows(W) || (is_dx && !contiguous_rows(dX)) ||
+          (!is_dx && !contiguous_rows(dW)))
+        return "needs X, W, dX and dW row-major with contiguous rows";
+      return Sm90::tf32x3_gradient_refusal(
+          sm90_device(exec),
+          is_dx ? sm90_product(W, dX, nullptr, true) : sm90_product(X, dW, nullptr, false));
+    }
+#endif
+    (void)exec, (void)X, (void)W, (void)dX, (void)dW, (void)is_dx;
+    return "runs on CUDA with float, row-major X, W, dX and dW, in a build with the sm_90a "
+           "kernels";
+  }
 
   RunInfo decide(const Shape& s, bool product, bool lt3x, const Facts& f,
                  const char* function) const {
@@ -355,6 +413,7 @@ class GradientImpl {
 
   static ProductPath path_of(const RunInfo& r) {
     if (r.gemm == Gemm::None) return ProductPath::None;
+    if (r.gemm == Gemm::Sm90Tf32x3Kernel) return ProductPath::Sm90;
     return r.gemm == Gemm::CublasLt ? ProductPath::Lt3x : ProductPath::KokkosBlas;
   }
 
@@ -373,10 +432,11 @@ class GradientImpl {
   Partials partials() const {
     return Partials(m_workspace.template at<Acc>(m_partials_at), m_blocks, m_shape.N);
   }
-  void* lt_workspace() const { return m_workspace.base() + m_lt_at; }
+  void* engine_workspace() const { return m_workspace.base() + m_engine_at; }
 
-  /// The plan's one block of memory: G, db's partial sums, cuBLASLt's 3xTF32 operands (the two
-  /// products run one after the other and share them).
+  /// The plan's one block of memory: G, db's partial sums, then what the products' engines use
+  /// (cuBLASLt's 3xTF32 operands, the sm_90a kernel's split G): the two products run one after
+  /// the other and share it.
   void allocate(const XView& X, const WView& W, const DXView& dX, const DWView& dW,
                 const char* function) {
     m_workspace = Workspace<Memory>();
@@ -387,27 +447,39 @@ class GradientImpl {
     const std::size_t g_bytes = need_g ? std::size_t(M) * N * sizeof(Scalar) : 0;
     const std::size_t p_bytes = m_sum_db ? std::size_t(m_blocks) * N * sizeof(Acc) : 0;
     m_partials_at = Workspace<Memory>::piece(g_bytes);
-    m_lt_at = m_partials_at + Workspace<Memory>::piece(p_bytes);
-    std::size_t lt_bytes = 0;
+    m_engine_at = m_partials_at + Workspace<Memory>::piece(p_bytes);
+    std::size_t engine_bytes = 0;
 #if defined(FUSED_LINEAR_CUBLASLT)
     if constexpr (lt3x_compiles()) {
-      const std::size_t limit = Experimental::Tuning{}.tf32x3_partials_limit;
+      const std::size_t limit = m_options.tuning.tf32x3_partials_limit;
       const GConst G(nullptr, M, N);
       m_lt_dx.reset(), m_lt_dw.reset();
       if (path_of(m_info.dx) == ProductPath::Lt3x) {
         m_lt_dx.reset(
             new Lt(transposed_in(W), G, transposed_out(dX), false, Precision::TF32x3, limit));
-        lt_bytes = std::max(lt_bytes, m_lt_dx->workspace_bytes());
+        engine_bytes = std::max(engine_bytes, m_lt_dx->workspace_bytes());
       }
       if (path_of(m_info.dw) == ProductPath::Lt3x) {
         m_lt_dw.reset(new Lt(transposed_in(X), transposed_in(G), transposed_out(dW), false,
                              Precision::TF32x3, limit));
-        lt_bytes = std::max(lt_bytes, m_lt_dw->workspace_bytes());
+        engine_bytes = std::max(engine_bytes, m_lt_dw->workspace_bytes());
       }
     }
 #endif
+#if defined(FUSED_LINEAR_SM90A)
+    if constexpr (sm90_compiles()) {
+      if (path_of(m_info.dx) == ProductPath::Sm90)
+        engine_bytes =
+            std::max(engine_bytes,
+                     Sm90::tf32x3_gradient_workspace_bytes(sm90_product(W, dX, nullptr, true)));
+      if (path_of(m_info.dw) == ProductPath::Sm90)
+        engine_bytes =
+            std::max(engine_bytes,
+                     Sm90::tf32x3_gradient_workspace_bytes(sm90_product(X, dW, nullptr, false)));
+    }
+#endif
     (void)X, (void)W, (void)dX, (void)dW;
-    const std::size_t total = m_lt_at + lt_bytes;
+    const std::size_t total = m_engine_at + engine_bytes;
     m_workspace = Workspace<Memory>(total == 0 ? 0 : Workspace<Memory>::piece(total), function,
                                     Algorithm::Vendor);
   }
@@ -430,11 +502,20 @@ class GradientImpl {
       else if (m_lt_dw && !(contiguous_rows(X) && contiguous_rows(dW)))
         why = "cuBLASLt's 3xtf32 reads X and writes dW as contiguous rows";
       else if (m_lt_dx)
-        why = m_lt_dx->refusal(transposed_in(W), G, transposed_out(dX), false, lt_workspace());
+        why = m_lt_dx->refusal(transposed_in(W), G, transposed_out(dX), false, engine_workspace());
       if (!why && m_lt_dw)
         why = m_lt_dw->refusal(transposed_in(X), transposed_in(G), transposed_out(dW), false,
-                               lt_workspace());
+                               engine_workspace());
       if (why) refuse_other_views(function, Algorithm::VendorLt, why);
+    }
+#endif
+#if defined(FUSED_LINEAR_SM90A)
+    if constexpr (sm90_compiles()) {
+      for (const bool is_dx : {true, false}) {
+        if (path_of(is_dx ? m_info.dx : m_info.dw) != ProductPath::Sm90) continue;
+        if (const char* why = sm90_refusal(exec, X, W, dX, dW, is_dx))
+          refuse_other_views(function, Algorithm::FusedSm90, why);
+      }
     }
 #endif
     (void)exec, (void)X, (void)W, (void)dX, (void)dW;
@@ -443,7 +524,7 @@ class GradientImpl {
   /// The pre-pass, db, then the products, in that order on `exec`.
   void run(const ExecSpace& exec, const XView& X, const WView& W, const DYView& dY,
            const SavedView& saved, const DXView& dX, const DWView& dW, const DBView& db,
-           bool accumulate) const {
+           bool accumulate, const char* function) const {
     const std::int64_t M = m_shape.M, K = m_shape.K, N = m_shape.N;
     const GView G = m_write_g ? g_view() : GView();
     if (m_write_g || m_sum_db) {
@@ -475,13 +556,13 @@ class GradientImpl {
       if (!m_dx_product)  // N = 0: a sum over no columns of G
         fill_zero(exec, dX);
       else
-        product(exec, m_info.dx, Gc, W, dX, "N", Scalar(0), true);
+        product(exec, m_info.dx, Gc, W, dX, "N", Scalar(0), true, function);
     }
     if (m_dw && N > 0 && K > 0) {
       if (!m_dw_product) {
         if (!accumulate) fill_zero(exec, dW);  // M = 0
       } else {
-        product(exec, m_info.dw, Gc, X, dW, "T", Scalar(accumulate ? 1 : 0), false);
+        product(exec, m_info.dw, Gc, X, dW, "T", Scalar(accumulate ? 1 : 0), false, function);
       }
     }
   }
@@ -489,25 +570,39 @@ class GradientImpl {
   /// dX = G . W (`op_g` "N") or dW = G^T . X (+ beta dW) (`op_g` "T").
   template <class BView, class CView>
   void product(const ExecSpace& exec, const RunInfo& r, const GConst& G, const BView& B,
-               const CView& C, const char* op_g, Scalar beta, bool is_dx) const {
+               const CView& C, const char* op_g, Scalar beta, bool is_dx,
+               const char* function) const {
     if (path_of(r) == ProductPath::KokkosBlas) {
       kokkos_blas_gemm(exec, op_g, "N", Scalar(1), G, B, beta, C, r.precision == Precision::TF32);
       return;
     }
+#if defined(FUSED_LINEAR_SM90A)
+    if constexpr (sm90_compiles()) {
+      if (path_of(r) == ProductPath::Sm90) {
+        Sm90::GradientProduct p = sm90_product(B, C, G.data(), is_dx);
+        p.accumulate = beta != Scalar(0);
+        cuda_check(Sm90::tf32x3_gradient(exec.cuda_stream(), m_sm90_device, p, engine_workspace(),
+                                         m_workspace.bytes() - m_engine_at,
+                                         m_options.tuning.sm90_tf32x3_kernel),
+                   function, "run the sm_90a 3xTF32 gradient kernel");
+        return;
+      }
+    }
+#endif
 #if defined(FUSED_LINEAR_CUBLASLT)
     if constexpr (lt3x_compiles()) {
       CacheConfigGuard cache_config(exec.cuda_stream());
       if (is_dx)
         m_lt_dx->run(exec, 1.0f, transposed_in(B), G, beta, transposed_out(C), nullptr,
-                     lt_workspace());
+                     engine_workspace());
       else
         m_lt_dw->run(exec, 1.0f, transposed_in(B), transposed_in(G), beta, transposed_out(C),
-                     nullptr, lt_workspace());
+                     nullptr, engine_workspace());
       return;
     }
 #endif
-    (void)is_dx;
-    throw std::logic_error("FusedLinear: cuBLASLt's 3xtf32 was chosen where it cannot run");
+    (void)is_dx, (void)function;
+    throw std::logic_error("FusedLinear: a 3xtf32 engine was chosen where it cannot run");
   }
 
   /// Planning::Measure under Auto: each product's candidates meeting the floor timed on the
@@ -522,7 +617,7 @@ class GradientImpl {
     const bool products[2] = {m_dx_product, m_dw_product};
     for (int which = 0; which < 2; ++which) {
       if (!products[which]) continue;
-      const Facts f = which == 0 ? facts_dx(exec) : facts_dw(exec);
+      const Facts f = which == 0 ? facts_dx(exec, X, W, dX, dW) : facts_dw(exec, X, W, dX, dW);
       std::vector<Candidate> all;
       for (const Candidate& c : gradient_candidates(f, lt3x))
         if (meets_floor(c.precision, m_options.precision)) all.push_back(c);
@@ -539,16 +634,16 @@ class GradientImpl {
         for (const Candidate& c : all) {
           info = gradient_run_info(c, f);
           allocate(X, W, dX, dW, function);
-          run(exec, X, W, dY, saved, dX, dW, db, false);  // the warm-up; G for the products
+          run(exec, X, W, dY, saved, dX, dW, db, false, function);  // the warm-up; G for both
           std::vector<double> ms;
           for (int i = 0; i < 3; ++i) {
             const double t = timer([&] {
               if (which == 0)
                 product(exec, info, GConst(g_view().data(), m_shape.M, m_shape.N), W, dX, "N",
-                        Scalar(0), true);
+                        Scalar(0), true, function);
               else
                 product(exec, info, GConst(g_view().data(), m_shape.M, m_shape.N), X, dW, "T",
-                        Scalar(0), false);
+                        Scalar(0), false, function);
             });
             ms.push_back(t);
           }
@@ -592,6 +687,9 @@ class GradientImpl {
   using Lt = LtProduct<float, Kokkos::LayoutLeft>;
   std::unique_ptr<Lt> m_lt_dx, m_lt_dw;
 #endif
+#if defined(FUSED_LINEAR_SM90A)
+  Sm90::Device m_sm90_device;
+#endif
   Shape m_shape;
   Scalar m_multiplier, m_slope;
   GradientOptions m_options;
@@ -599,7 +697,7 @@ class GradientImpl {
   bool m_dx = false, m_dw = false, m_db = false, m_dx_product = false, m_dw_product = false;
   bool m_write_g = false, m_sum_db = false;
   std::int64_t m_blocks = 0;
-  std::size_t m_partials_at = 0, m_lt_at = 0;
+  std::size_t m_partials_at = 0, m_engine_at = 0;
   Workspace<Memory> m_workspace;
 };
 
@@ -637,6 +735,8 @@ PlanKey gradient_key(std::uint64_t scope, const XView& X, const WView& W, const 
   k.multiplier = double(multiplier), k.slope = double(slope);
   k.algorithm = std::int32_t(o.algorithm), k.precision = std::int32_t(o.precision);
   k.planning = std::int32_t(o.planning);
+  k.sm90_kernel = o.tuning.sm90_tf32x3_kernel;
+  k.partials_limit = o.tuning.tf32x3_partials_limit;
   k.flags = std::int32_t(o.accumulate) | std::int32_t(o.saved) << 1 |
             std::int32_t(dX.size() > 0) << 2 | std::int32_t(dW.size() > 0) << 3 |
             std::int32_t(db.size() > 0) << 4;

@@ -59,6 +59,31 @@ cudaError_t tf32x3_linear_leaky_relu(cudaStream_t stream, const Device& d, const
                                      void* workspace, std::size_t workspace_bytes,
                                      int kernel_choice);
 
+/// One product of the layer's gradient as the 3xTF32 kernel takes it: D [P, K] (+)= B . S with
+/// S [R, K] row-major (read as the MN-major operand) and B = G [P, R] (dX = G . W: P = M,
+/// R = N, S = W) or B = G^T (dW = G^T . X: P = N, R = M, S = X, `transpose_g`), G [M, N]
+/// row-major with row stride ldg; `accumulate` adds to D (beta = 1).
+struct GradientProduct {
+  std::int64_t P = 0, K = 0, R = 0;
+  const float* S = nullptr;
+  std::int64_t lds = 0;
+  const float* G = nullptr;
+  std::int64_t ldg = 0;
+  bool transpose_g = false;
+  float* D = nullptr;
+  std::int64_t ldd = 0;
+  bool accumulate = false;
+};
+
+/// Why the 3xTF32 kernel cannot take the gradient product `p` on `d`, or nullptr. Its workspace
+/// (B's split parts, 2 P R floats, and the split-K partials) and its launch: a split pass over G,
+/// then the kernel of the forward's 3xTF32 product with W's role taken by S, read transposed on
+/// its way into registers. Nothing is written when P, K or R is 0 (an empty sum: the caller's).
+const char* tf32x3_gradient_refusal(const Device& d, const GradientProduct& p);
+std::size_t tf32x3_gradient_workspace_bytes(const GradientProduct& p);
+cudaError_t tf32x3_gradient(cudaStream_t stream, const Device& d, const GradientProduct& p,
+                            void* workspace, std::size_t workspace_bytes, int kernel_choice);
+
 /// The few-rows kernel (strict fp32, W streamed through the bulk-copy engine): why it cannot
 /// take `p` on `d`, or nullptr; its workspace; its launch. `splits` > 0 forces the number of
 /// CTAs that share each tile's K (at most 8, at most K/32; Options::tuning, for tests); 0

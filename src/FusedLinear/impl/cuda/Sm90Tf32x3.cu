@@ -105,17 +105,51 @@ __device__ __forceinline__ uint64_t make_desc_sw128(uint32_t saddr) {
          ((uint64_t)1 << 62);
 }
 
-// Loads this thread's W fragments for one 32-k block and splits them.
-// Row r0 = 16*warp + g (+64*cw), r1 = r0 + 8; a0:(r0,t) a1:(r1,t) a2:(r0,t+4) a3:(r1,t+4) per k8 s.
-__device__ __forceinline__ void load_split_w(uint32_t wtile_plus_base, uint32_t g,
+// Where a consumer thread finds its A fragments in a stage's A tile. A fragment row
+// r0 = 64*cw + 16*warp + g, r1 = r0 + 8; per k8 step s: a0:(r0,t) a1:(r1,t) a2:(r0,t+4)
+// a3:(r1,t+4), k counted within the block of 32.
+//   K-major A (the layer's W): 128 rows of 32 k, 128 bytes each, swizzled in 8-row groups.
+//   MN-major A (the gradient's W or X, rows of A contiguous in memory): four 4 KB boxes of 32 k
+//   rows x 32 A rows (128 bytes), box j holding A rows 32j..32j+31, each swizzled alike.
+struct AFragment {
+  uint32_t base;   // byte offset of the thread's first element
+  uint32_t sw[4];  // MN-major: 16-byte chunk offsets of (r0|r1) x (t|t+4) after the swizzle
+};
+template <bool kAMn>
+__device__ __forceinline__ AFragment a_fragment(int cw, int warp, uint32_t g, uint32_t t) {
+  AFragment f;
+  if constexpr (!kAMn) {
+    f.base = (uint32_t)(cw * 64 + warp * 16 + (int)g) * 128u + t * 4u;
+    f.sw[0] = f.sw[1] = f.sw[2] = f.sw[3] = 0u;
+  } else {
+    f.base = (uint32_t)(2 * cw + (warp >> 1)) * 4096u + t * 128u + (g & 3u) * 4u;
+    const uint32_t q0 = (uint32_t)(warp & 1) * 4u + (g >> 2);  // chunk of r0 within its row
+#pragma unroll
+    for (int h = 0; h < 2; ++h)
+#pragma unroll
+      for (int j = 0; j < 2; ++j) f.sw[2 * h + j] = ((q0 + 2u * j) ^ (t + 4u * h)) << 4;
+  }
+  return f;
+}
+
+// Loads this thread's A fragments for one 32-k block and splits them (hi, lo).
+template <bool kAMn>
+__device__ __forceinline__ void load_split_a(uint32_t atile, const AFragment& f, uint32_t g,
                                              uint32_t (&hi)[16], uint32_t (&lo)[16]) {
 #pragma unroll
   for (int s = 0; s < 4; ++s) {
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
-      const uint32_t c = ((uint32_t)(2 * s + h) ^ g) << 4;
-      const float x0 = lds_f32(wtile_plus_base + c);
-      const float x1 = lds_f32(wtile_plus_base + 1024u + c);
+      float x0, x1;
+      if constexpr (!kAMn) {
+        const uint32_t c = ((uint32_t)(2 * s + h) ^ g) << 4;
+        x0 = lds_f32(atile + f.base + c);
+        x1 = lds_f32(atile + f.base + 1024u + c);
+      } else {
+        const uint32_t row = atile + f.base + (uint32_t)(s * 1024 + h * 512);
+        x0 = lds_f32(row + f.sw[2 * h]);
+        x1 = lds_f32(row + f.sw[2 * h + 1]);
+      }
       split_tf32(x0, hi[s * 4 + h * 2], lo[s * 4 + h * 2]);
       split_tf32(x1, hi[s * 4 + h * 2 + 1], lo[s * 4 + h * 2 + 1]);
     }
@@ -145,7 +179,9 @@ __device__ __forceinline__ void producer_setup(const CUtensorMap* tmW, const CUt
   pol_x = policy_evict_last();
 }
 
-// One stage's three TMA loads (W, X_hi, X_lo boxes of 32 k x 128 rows) onto its `full` barrier.
+// One stage's TMA loads onto its `full` barrier: A (W, or the gradient's MN-major operand in
+// four boxes of 32 rows of A x 32 k), then the B parts (boxes of 32 k x 128 rows).
+template <bool kAMn>
 __device__ __forceinline__ void load_stage(uint32_t sbase, uint32_t bar_full, int s, int k, int n0,
                                            int m0, const CUtensorMap* tmW, const CUtensorMap* tmXh,
                                            const CUtensorMap* tmXl, uint64_t pol_w,
@@ -153,7 +189,13 @@ __device__ __forceinline__ void load_stage(uint32_t sbase, uint32_t bar_full, in
   const uint32_t fb = bar_full + 8 * s;
   mbar_expect_tx(fb, STAGE_BYTES);
   const uint32_t dst = sbase + s * STAGE_BYTES;
-  tma_load_2d(dst, tmW, fb, k, n0, pol_w);  // k may lie beyond K: TMA fills zeros
+  // k (or n0 + 32j) may lie beyond the extent: TMA fills zeros
+  if constexpr (!kAMn) {
+    tma_load_2d(dst, tmW, fb, k, n0, pol_w);
+  } else {
+#pragma unroll
+    for (int j = 0; j < 4; ++j) tma_load_2d(dst + j * 4096, tmW, fb, n0 + 32 * j, k, pol_w);
+  }
   tma_load_2d(dst + TILE_BYTES, tmXh, fb, k, m0, pol_x);
   tma_load_2d(dst + 2 * TILE_BYTES, tmXl, fb, k, m0, pol_x);
 }
@@ -182,11 +224,12 @@ __device__ __forceinline__ void issue_half(float (&acc)[32], const uint32_t (&hi
 // offset by PROMO/2 from the callers' unrolled loop bodies (i, a compile-time constant there),
 // so that every accumulator read follows, in straight-line code, the commit of the group it
 // waits for (ptxas serializes all wgmmas otherwise, C7514).
-__device__ __forceinline__ void mma_block(int i, uint32_t tile, uint32_t wbase, uint32_t g,
+template <bool kAMn>
+__device__ __forceinline__ void mma_block(int i, uint32_t tile, const AFragment& af, uint32_t g,
                                           uint32_t fresh, bool release, uint32_t release_bar,
                                           float (&acc_a)[32], float (&acc_b)[32], float (&tot)[64],
                                           uint32_t (&hi)[16], uint32_t (&lo)[16]) {
-  load_split_w(tile + wbase, g, hi, lo);
+  load_split_a<kAMn>(tile, af, g, hi, lo);
   const uint64_t dh = make_desc_sw128(tile + TILE_BYTES);
   const uint64_t dl = make_desc_sw128(tile + 2 * TILE_BYTES);
   // ---- half A (m 0..63) ----
@@ -216,17 +259,27 @@ __device__ __forceinline__ void mma_block(int i, uint32_t tile, uint32_t wbase, 
   }
 }
 
-// The epilogue of a consumer thread's 64 sums (rows n of W, columns m of X): the library's
-// functor, masked at the edges of Y. (m, n stay below 2^31: extents are at most max_extent.)
+// Where a kernel's sums go: Y[m][n] (rows m of B, rows n of A) through the layer's epilogue
+// (kLayer), stored as they are (kStore: dX), or added to Y (kAdd: dW, accumulating).
+enum OutMode : int { kLayer = 0, kStore = 1, kAdd = 2 };
+struct Out {
+  float* Y;
+  int64_t ldy;
+  const float* bias;
+  float multiplier, slope;
+  int mode;
+};
+
+// The epilogue of a consumer thread's 64 sums (rows n of A, columns m of B), masked at the edges
+// of Y. (m, n stay below 2^31: extents are at most max_extent.)
 __device__ __forceinline__ void store_tile(const float (&tot)[64], int m0, int n0, int cw, int warp,
-                                           uint32_t g, uint32_t t, int M, int N,
-                                           const float* __restrict__ bias, float multiplier,
-                                           float slope, float* __restrict__ Y, int64_t ldy) {
-  const LeakyReLUEpilogue<float> ep{multiplier, slope};
+                                           uint32_t g, uint32_t t, int M, int N, const Out& o) {
+  const LeakyReLUEpilogue<float> ep{o.multiplier, o.slope};
   const int nr0 = n0 + cw * 64 + warp * 16 + (int)g;
   const int nr1 = nr0 + 8;
-  const float b0 = (bias != nullptr && nr0 < N) ? __ldg(bias + nr0) : 0.f;
-  const float b1 = (bias != nullptr && nr1 < N) ? __ldg(bias + nr1) : 0.f;
+  const float b0 = (o.bias != nullptr && nr0 < N) ? __ldg(o.bias + nr0) : 0.f;
+  const float b1 = (o.bias != nullptr && nr1 < N) ? __ldg(o.bias + nr1) : 0.f;
+  float* __restrict__ Y = o.Y;
 #pragma unroll
   for (int j = 0; j < 16; ++j) {
     const int mc = m0 + j * 8 + 2 * (int)t;
@@ -234,8 +287,11 @@ __device__ __forceinline__ void store_tile(const float (&tot)[64], int m0, int n
     for (int q = 0; q < 4; ++q) {
       const int m = mc + (q & 1);
       const int n = (q & 2) ? nr1 : nr0;
-      const float v = ep(tot[j * 4 + q], (q & 2) ? b1 : b0);
-      if (m < M && n < N) Y[(int64_t)m * ldy + n] = v;
+      if (m < M && n < N) {
+        float* y = Y + (int64_t)m * o.ldy + n;
+        const float v = tot[j * 4 + q];
+        *y = o.mode == kLayer ? ep(v, (q & 2) ? b1 : b0) : o.mode == kStore ? v : *y + v;
+      }
     }
   }
 }
@@ -247,12 +303,12 @@ __host__ __device__ __forceinline__ int k_blocks(int K) {
 
 // ---- Kernel 1: one CTA per 128x128 tile (hardware scheduling); best when there are many tiles.
 // ----
+template <bool kAMn>
 __global__ void __launch_bounds__(THREADS, 1)
     tf32x3_gemm_tile_kernel(const __grid_constant__ CUtensorMap tmW,
                             const __grid_constant__ CUtensorMap tmXh,
                             const __grid_constant__ CUtensorMap tmXl, int M, int N, int K,
-                            const float* __restrict__ bias, float multiplier, float slope,
-                            float* __restrict__ Y, int64_t ldy) {
+                            const Out out) {
   extern __shared__ uint8_t smem_raw[];
   uint8_t* smem = reinterpret_cast<uint8_t*>((reinterpret_cast<uintptr_t>(smem_raw) + 1023) &
                                              ~static_cast<uintptr_t>(1023));
@@ -277,7 +333,7 @@ __global__ void __launch_bounds__(THREADS, 1)
       for (int kb = 0; kb < nkb; ++kb) {
         const int s = kb % STAGES;
         if (kb >= STAGES) mbar_wait(bar_empty + 8 * s, ((kb / STAGES) - 1) & 1);
-        load_stage(sbase, bar_full, s, kb * BK, n0, m0, &tmW, &tmXh, &tmXl, pol_w, pol_x);
+        load_stage<kAMn>(sbase, bar_full, s, kb * BK, n0, m0, &tmW, &tmXh, &tmXl, pol_w, pol_x);
       }
     }
   } else {
@@ -287,8 +343,7 @@ __global__ void __launch_bounds__(THREADS, 1)
     const int tid = threadIdx.x & 127;
     const int warp = tid >> 5, lane = tid & 31;
     const uint32_t g = lane >> 2, t = lane & 3;
-    // byte offset of (row r0, chunk 0 unswizzled, element t) within the W tile
-    const uint32_t wbase = (uint32_t)(cw * 64 + warp * 16 + (int)g) * 128u + t * 4u;
+    const AFragment af = a_fragment<kAMn>(cw, warp, g, t);
 
     // Two 64x64 accumulators (m columns 0-63: acc_a, 64-127: acc_b), issued as alternating
     // commit groups, so one half can be promoted (tot += acc) while the other half's wgmmas run:
@@ -308,8 +363,8 @@ __global__ void __launch_bounds__(THREADS, 1)
       const int s = kb % STAGES;
       mbar_wait(bar_full + 8 * s, (kb / STAGES) & 1);
       const uint32_t fresh = (i == PROMO / 2 || kb == 0) ? 0u : 1u;
-      mma_block(i, sbase + s * STAGE_BYTES, wbase, g, fresh, kb > 0,
-                bar_empty + 8 * ((kb + STAGES - 1) % STAGES), acc_a, acc_b, tot, hi, lo);
+      mma_block<kAMn>(i, sbase + s * STAGE_BYTES, af, g, fresh, kb > 0,
+                      bar_empty + 8 * ((kb + STAGES - 1) % STAGES), acc_a, acc_b, tot, hi, lo);
     };
 
     for (int kb0 = 0; kb0 < nkb; kb0 += PROMO) {
@@ -330,7 +385,7 @@ __global__ void __launch_bounds__(THREADS, 1)
     }
 
     // ---------------- epilogue ----------------
-    store_tile(tot, m0, n0, cw, warp, g, t, M, N, bias, multiplier, slope, Y, ldy);
+    store_tile(tot, m0, n0, cw, warp, g, t, M, N, out);
   }
 }
 
@@ -425,14 +480,13 @@ __host__ __device__ __forceinline__ void get_segment(const Sched& S, const SegIn
 
 __device__ __forceinline__ void consumer_bar() { asm volatile("bar.sync 1, 256;" ::: "memory"); }
 
+template <bool kAMn>
 __global__ void __launch_bounds__(THREADS, 1)
     tf32x3_gemm_persistent_kernel(const __grid_constant__ CUtensorMap tmW,
                                   const __grid_constant__ CUtensorMap tmXh,
                                   const __grid_constant__ CUtensorMap tmXl, const Sched S, int M,
-                                  int N, const float* __restrict__ bias, float multiplier,
-                                  float slope, float* __restrict__ Y, int64_t ldy,
-                                  float* __restrict__ partials, unsigned* __restrict__ flags,
-                                  unsigned* __restrict__ ticket) {
+                                  int N, const Out out, float* __restrict__ partials,
+                                  unsigned* __restrict__ flags, unsigned* __restrict__ ticket) {
   extern __shared__ uint8_t smem_raw[];
   uint8_t* smem = reinterpret_cast<uint8_t*>((reinterpret_cast<uintptr_t>(smem_raw) + 1023) &
                                              ~static_cast<uintptr_t>(1023));
@@ -464,7 +518,7 @@ __global__ void __launch_bounds__(THREADS, 1)
         for (int kb = ub * PROMO; kb < ue * PROMO; ++kb, ++it) {
           const int s = it % STAGES;
           if (it >= STAGES) mbar_wait(bar_empty + 8 * s, ((it / STAGES) - 1) & 1);
-          load_stage(sbase, bar_full, s, kb * BK, n0, m0, &tmW, &tmXh, &tmXl, pol_w, pol_x);
+          load_stage<kAMn>(sbase, bar_full, s, kb * BK, n0, m0, &tmW, &tmXh, &tmXl, pol_w, pol_x);
         }
       }
     }
@@ -476,8 +530,7 @@ __global__ void __launch_bounds__(THREADS, 1)
     const int tid = threadIdx.x & 127;
     const int warp = tid >> 5, lane = tid & 31;
     const uint32_t g = lane >> 2, t = lane & 3;
-    // byte offset of (row r0, chunk 0 unswizzled, element t) within the W tile
-    const uint32_t wbase = (uint32_t)(cw * 64 + warp * 16 + (int)g) * 128u + t * 4u;
+    const AFragment af = a_fragment<kAMn>(cw, warp, g, t);
 
     // Two 64x64 accumulators (m columns 0-63: acc_a, 64-127: acc_b), issued as alternating
     // commit groups, so one half can be promoted (tot += acc) while the other half's wgmmas run.
@@ -489,8 +542,8 @@ __global__ void __launch_bounds__(THREADS, 1)
       const int s = it % STAGES;
       mbar_wait(bar_full + 8 * s, (it / STAGES) & 1);
       const uint32_t fresh = (i == PROMO / 2 || first) ? 0u : 1u;
-      mma_block(i, sbase + s * STAGE_BYTES, wbase, g, fresh, !first,
-                bar_empty + 8 * ((it + STAGES - 1) % STAGES), acc_a, acc_b, tot, hi, lo);
+      mma_block<kAMn>(i, sbase + s * STAGE_BYTES, af, g, fresh, !first,
+                      bar_empty + 8 * ((it + STAGES - 1) % STAGES), acc_a, acc_b, tot, hi, lo);
       ++it;
     };
 
@@ -573,8 +626,7 @@ __global__ void __launch_bounds__(THREADS, 1)
         }
       }
       // ---------------- epilogue ----------------
-      store_tile(tot, (tile % S.gx) * BM, (tile / S.gx) * BN, cw, warp, g, t, M, N, bias,
-                 multiplier, slope, Y, ldy);
+      store_tile(tot, (tile % S.gx) * BM, (tile / S.gx) * BN, cw, warp, g, t, M, N, out);
     }
   }
 }
@@ -683,18 +735,105 @@ Sched make_sched(int M, int N, int K, int pmax) {
 
 // The persistent grid's size: what fits on the GPU at once, at most MAXP (the workspace's slots).
 // Correctness does not depend on it (tickets); a grid larger than what fits would only wait.
+template <bool kAMn>
 cudaError_t persistent_ctas(const Device& d, int& pmax) {
-  cudaError_t e = cudaFuncSetAttribute(tf32x3_gemm_persistent_kernel,
+  cudaError_t e = cudaFuncSetAttribute(tf32x3_gemm_persistent_kernel<kAMn>,
                                        cudaFuncAttributeMaxDynamicSharedMemorySize, SMEM_BYTES);
   if (e != cudaSuccess) return e;
   int per_sm = 0;
-  e = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, tf32x3_gemm_persistent_kernel, THREADS,
-                                                    SMEM_BYTES);
+  e = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, tf32x3_gemm_persistent_kernel<kAMn>,
+                                                    THREADS, SMEM_BYTES);
   if (e != cudaSuccess) return e;
   const long long fit =
       (long long)(per_sm > 0 ? per_sm : 1) * (d.multiprocessors > 0 ? d.multiprocessors : 1);
   pmax = (int)(fit < MAXP ? fit : MAXP);
   return cudaSuccess;
+}
+
+// Y[m][n] from A (map mA, n rows) and B's parts (maps mBh, mBl, m rows) over a reduction of
+// `kp` (a multiple of BK; zeros past the operands' extent): the tile kernel (hardware-scheduled,
+// faster per tile) unless its last wave would leave many SMs idle (wave efficiency
+// T / (ceil(T/P) P) < 0.9), then the persistent split-K kernel; `kernel_choice` 1 or 2 forces one.
+// `flags` (MAXP + 1 of them, the last the ticket) must be zero when the launch runs.
+template <bool kAMn>
+cudaError_t launch_gemm(cudaStream_t stream, const Device& d, const CUtensorMap& mA,
+                        const CUtensorMap& mBh, const CUtensorMap& mBl, int64_t m, int64_t n,
+                        int64_t kp, const Out& out, float* partials, unsigned* flags,
+                        int kernel_choice) {
+  const int64_t gx = (m + BM - 1) / BM, gy = (n + BN - 1) / BN;
+  int pmax = 0;
+  cudaError_t e;
+  if ((e = persistent_ctas<kAMn>(d, pmax)) != cudaSuccess) return e;
+  int which = kernel_choice;
+  if (which != 1 && which != 2) {
+    const long long T = gx * gy;
+    const long long waves = (T + pmax - 1) / pmax;
+    which = ((double)T >= 0.9 * (double)(waves * pmax)) ? 1 : 2;
+  }
+  if (gy > 65535) which = 2;  // tile kernel grid.y limit
+  if (which == 1) {
+    if ((e = cudaFuncSetAttribute(tf32x3_gemm_tile_kernel<kAMn>,
+                                  cudaFuncAttributeMaxDynamicSharedMemorySize, SMEM_BYTES)) !=
+        cudaSuccess)
+      return e;
+    return launch_kernel(tf32x3_gemm_tile_kernel<kAMn>, dim3((unsigned)gx, (unsigned)gy),
+                         dim3(THREADS), SMEM_BYTES, stream, mA, mBh, mBl, (int)m, (int)n, (int)kp,
+                         out);
+  }
+  const Sched S = make_sched((int)m, (int)n, (int)kp, pmax);
+  return launch_kernel(tf32x3_gemm_persistent_kernel<kAMn>, dim3(S.P), dim3(THREADS), SMEM_BYTES,
+                       stream, mA, mBh, mBl, S, (int)m, (int)n, out, partials, flags, flags + MAXP);
+}
+
+// The gradient's B operand, split: rows p of B = rows of G (dX: B = G) or its columns (dW:
+// B = G^T), into bh / bl [P, ldb] (hi, lo); 32 x 32 tiles through shared memory, so that both
+// the reads of G and the writes are whole rows. Block (0, 0) also resets the flags and ticket of
+// the GEMM kernel that follows.
+__global__ void __launch_bounds__(256)
+    gradient_split_kernel(const float* __restrict__ G, int64_t ldg, int64_t rows, int64_t cols,
+                          int transpose, float* __restrict__ bh, float* __restrict__ bl,
+                          int64_t ldb, unsigned* __restrict__ flags, int nflags) {
+  __shared__ float tile[32][33];
+  const int tx = threadIdx.x & 31, ty = threadIdx.x >> 5;
+  if (blockIdx.x == 0 && blockIdx.y == 0)
+    for (int i = threadIdx.x; i < nflags; i += blockDim.x) flags[i] = 0u;
+  const int64_t c0 = (int64_t)blockIdx.x * 32;
+  for (int64_t r0 = (int64_t)blockIdx.y * 32; r0 < rows; r0 += (int64_t)gridDim.y * 32) {
+#pragma unroll
+    for (int i = ty; i < 32; i += 8) {
+      const int64_t r = r0 + i, c = c0 + tx;
+      tile[i][tx] = (r < rows && c < cols) ? __ldg(G + r * ldg + c) : 0.f;
+    }
+    __syncthreads();
+#pragma unroll
+    for (int i = ty; i < 32; i += 8) {
+      // B's row p and column (the reduction index) of this thread's element
+      const int64_t p = transpose ? c0 + i : r0 + i, q = transpose ? r0 + tx : c0 + tx;
+      if (p < (transpose ? cols : rows) && q < (transpose ? rows : cols)) {
+        const Tf32Split v(transpose ? tile[tx][i] : tile[i][tx]);
+        __stcg(bh + p * ldb + q, v.hi);
+        __stcg(bl + p * ldb + q, v.lo);
+      }
+    }
+    __syncthreads();
+  }
+}
+
+// The gradient product's workspace: B's parts [P, ldb], then the split-K partials and flags.
+struct GradientLayout {
+  int64_t ldb;
+  size_t bh, bl, partials, flags, total;
+};
+inline GradientLayout gradient_layout(const GradientProduct& p) {
+  GradientLayout L;
+  L.ldb = (p.R + BK - 1) / BK * BK;
+  const size_t bbytes = round256((size_t)p.P * (size_t)L.ldb * sizeof(float));
+  L.bh = 0;
+  L.bl = bbytes;
+  L.partials = 2 * bbytes;
+  L.flags = L.partials + (size_t)MAXP * BM * BN * sizeof(float);
+  L.total = L.flags + round256((MAXP + 1) * sizeof(unsigned));
+  return L;
 }
 
 }  // namespace tf32x3_detail
@@ -736,7 +875,6 @@ cudaError_t tf32x3_linear_leaky_relu(cudaStream_t stream, const Device& d, const
   float* wp = L.pad_w ? reinterpret_cast<float*>(ws + L.wp) : nullptr;
   float* partials = reinterpret_cast<float*>(ws + L.partials);
   unsigned* flags = reinterpret_cast<unsigned*>(ws + L.flags);
-  unsigned* ticket = flags + MAXP;
 
   CUtensorMap mW, mXh, mXl;
   const bool maps_ok =
@@ -762,34 +900,72 @@ cudaError_t tf32x3_linear_leaky_relu(cudaStream_t stream, const Device& d, const
     if (e != cudaSuccess) return e;
   }
 
-  // Kernel choice: the tile kernel (hardware-scheduled, faster per tile) unless its last wave
-  // would leave many SMs idle (wave efficiency T / (ceil(T/P) P) < 0.9): then the persistent
-  // split-K kernel.
-  const int M = (int)p.M, N = (int)p.N, K = (int)L.Kp;  // (padded K: the same blocks, zeros past K)
-  const int64_t gx = tiles_m(p), gy = tiles_n(p);
-  int pmax = 0;
-  if ((e = persistent_ctas(d, pmax)) != cudaSuccess) return e;
-  int which = kernel_choice;
-  if (which != 1 && which != 2) {
-    const long long T = gx * gy;
-    const long long waves = (T + pmax - 1) / pmax;
-    which = ((double)T >= 0.9 * (double)(waves * pmax)) ? 1 : 2;
-  }
-  if (gy > 65535) which = 2;  // tile kernel grid.y limit
+  // (the padded K: the same blocks, zeros past K)
+  const Out out{p.Y, p.ldy, p.bias, p.multiplier, p.slope, kLayer};
+  return launch_gemm<false>(stream, d, mW, mXh, mXl, p.M, p.N, L.Kp, out, partials, flags,
+                            kernel_choice);
+}
 
-  if (which == 1) {
-    if ((e = cudaFuncSetAttribute(tf32x3_gemm_tile_kernel,
-                                  cudaFuncAttributeMaxDynamicSharedMemorySize, SMEM_BYTES)) !=
-        cudaSuccess)
-      return e;
-    return launch_kernel(tf32x3_gemm_tile_kernel, dim3((unsigned)gx, (unsigned)gy), dim3(THREADS),
-                         SMEM_BYTES, stream, mW, mXh, mXl, M, N, K, p.bias, p.multiplier, p.slope,
-                         p.Y, p.ldy);
-  }
-  const Sched S = make_sched(M, N, K, pmax);
-  return launch_kernel(tf32x3_gemm_persistent_kernel, dim3(S.P), dim3(THREADS), SMEM_BYTES, stream,
-                       mW, mXh, mXl, S, M, N, p.bias, p.multiplier, p.slope, p.Y, p.ldy, partials,
-                       flags, ticket);
+const char* tf32x3_gradient_refusal(const Device& d, const GradientProduct& p) {
+  using namespace tf32x3_detail;
+  if (d.cc_major != 9 || d.cc_minor != 0) return "needs a compute capability 9.0 GPU (H100, H200)";
+  if (p.P < 0 || p.K < 0 || p.R < 0) return "needs non-negative extents";
+  if (p.P > max_extent || p.K > max_extent || p.R > max_extent)
+    return "needs M, N and K of at most Sm90::max_extent (2^31 - 1024)";
+  if (p.lds < p.K || p.ldg < (p.transpose_g ? p.P : p.R) || p.ldd < p.K)
+    return "needs row strides of at least the rows' lengths";
+  if (!tma_rows_ok(p.S, p.lds))
+    return "reads W (dX) and X (dW) with the copy engine: their data and row strides must be "
+           "multiples of 16 bytes";
+  if (((p.P + BM - 1) / BM) * ((p.K + BN - 1) / BN) > 0x7fffffffLL)
+    return "needs fewer than 2^31 tiles of 128 x 128 in the output";
+  return nullptr;
+}
+
+std::size_t tf32x3_gradient_workspace_bytes(const GradientProduct& p) {
+  using namespace tf32x3_detail;
+  if (p.P < 1 || p.K < 1 || p.R < 1) return 0;
+  return gradient_layout(p).total;
+}
+
+cudaError_t tf32x3_gradient(cudaStream_t stream, const Device& d, const GradientProduct& p,
+                            void* workspace, std::size_t workspace_bytes, int kernel_choice) {
+  using namespace tf32x3_detail;
+  if (tf32x3_gradient_refusal(d, p) != nullptr) return cudaErrorInvalidValue;
+  if (p.P == 0 || p.K == 0 || p.R == 0) return cudaSuccess;  // the caller fills an empty sum
+  if (!p.S || !p.G || !p.D || !workspace) return cudaErrorInvalidValue;
+  if ((reinterpret_cast<uintptr_t>(workspace) & 15) != 0) return cudaErrorInvalidValue;
+  const GradientLayout L = gradient_layout(p);
+  if (workspace_bytes < L.total) return cudaErrorInvalidValue;
+
+  char* ws = static_cast<char*>(workspace);
+  float* bh = reinterpret_cast<float*>(ws + L.bh);
+  float* bl = reinterpret_cast<float*>(ws + L.bl);
+  float* partials = reinterpret_cast<float*>(ws + L.partials);
+  unsigned* flags = reinterpret_cast<unsigned*>(ws + L.flags);
+
+  // A = S [R, K] read MN-major in boxes of 32 x 32; B's parts [P, R] K-major, zeros past R.
+  CUtensorMap mS, mBh, mBl;
+  if (!make_map_2d(&mS, p.S, (uint64_t)p.K, (uint64_t)p.R, (uint64_t)p.lds, 32, 32,
+                   CU_TENSOR_MAP_SWIZZLE_128B) ||
+      !make_map_2d(&mBh, bh, (uint64_t)p.R, (uint64_t)p.P, (uint64_t)L.ldb, BK, BM,
+                   CU_TENSOR_MAP_SWIZZLE_128B) ||
+      !make_map_2d(&mBl, bl, (uint64_t)p.R, (uint64_t)p.P, (uint64_t)L.ldb, BK, BM,
+                   CU_TENSOR_MAP_SWIZZLE_128B))
+    return cudaErrorInvalidValue;
+
+  // G is [M, N]: rows P and columns R for dX, rows R and columns P for dW.
+  const int64_t g_rows = p.transpose_g ? p.R : p.P, g_cols = p.transpose_g ? p.P : p.R;
+  const int64_t row_tiles = (g_rows + 31) / 32;
+  const dim3 grid((unsigned)((g_cols + 31) / 32),
+                  (unsigned)(row_tiles < 65535 ? row_tiles : 65535));
+  cudaError_t e =
+      launch_kernel(gradient_split_kernel, grid, dim3(256), 0, stream, p.G, p.ldg, g_rows, g_cols,
+                    p.transpose_g ? 1 : 0, bh, bl, L.ldb, flags, MAXP + 1);
+  if (e != cudaSuccess) return e;
+  const Out out{p.D, p.ldd, nullptr, 1.f, 1.f, p.accumulate ? kAdd : kStore};
+  return launch_gemm<true>(stream, d, mS, mBh, mBl, p.P, p.K, L.ldb, out, partials, flags,
+                           kernel_choice);
 }
 
 }  // namespace Sm90
