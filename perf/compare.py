@@ -125,10 +125,11 @@ PATHS = {
     "cpu": {"strict": "auto,vendor,vendor_prefill,fused,fused_skinny"},
 }
 # The same for --pass backward|step: the gradient's paths (auto, vendor: KokkosBlas::gemm,
-# vendor_lt: cuBLASLt, the only one with 3xtf32).
+# vendor_lt: cuBLASLt's 3xtf32, fused_sm90: the library's Hopper 3xtf32 kernels).
 TRAINING_PATHS = {
-    # vendor_lt runs the gradient's products in 3xtf32 only, vendor in strict and tf32.
-    "cuda": {"strict": "auto,vendor", "tf32": "auto,vendor", "3xtf32": "auto,vendor_lt"},
+    # vendor_lt and fused_sm90 run the gradient's products in 3xtf32 only, vendor in strict
+    # and tf32.
+    "cuda": {"strict": "auto,vendor", "tf32": "auto,vendor", "3xtf32": "auto,vendor_lt,fused_sm90"},
     "cpu": {"strict": "auto,vendor"},
 }
 # Prepended to --perf-args on the host (a later option of the same name wins): a 2-core host

@@ -386,9 +386,10 @@ Gradients linear_leaky_relu_backward_autograd(const at::Tensor& grad_y, const at
                                 saved_is_output, precision, algorithm, output_mask);
 }
 
-/// The gradient's algorithm for the forward's, at the same precision: the gradient's products
-/// run on vendor (KokkosBlas::gemm: strict, tf32) or vendor_lt (cuBLASLt: 3xtf32 only) or auto;
-/// the forward's own kernels (fused, fused_skinny, the Hopper ones) have no counterpart there.
+/// The gradient's algorithm for the forward's, at the same precision: vendor (KokkosBlas::gemm:
+/// strict, tf32) or vendor_lt (cuBLASLt: 3xtf32 only) as asked, else auto, which under a 3xtf32
+/// floor runs the Hopper 3xtf32 kernels where they serve (they take fewer Views than the
+/// forward's fused_sm90, which pads W); fused and fused_skinny have no counterpart there.
 Strings gradient_algorithm(Strings forward, Strings precision) {
   const std::string name(forward.data(), forward.size());
   if (name == "vendor" || name == "vendor_prefill") return "vendor";

@@ -94,7 +94,8 @@ def linear_leaky_relu_backward(
     any slope), which :func:`linear_leaky_relu` computes with ``negative_slope=1``, or a bool
     mask of ``z > 0`` (any slope; ``saved_is_output`` is then not read). precision:
     "strict", "3xtf32", "tf32" (on CUDA; the host computes strict); algorithm: "auto",
-    "vendor" or "vendor_lt". Non-contiguous tensors are copied to contiguous first.
+    "vendor", "vendor_lt" or "fused_sm90" (the library's Hopper 3xtf32 kernels).
+    Non-contiguous tensors are copied to contiguous first.
     """
     return _ops.linear_leaky_relu_backward(
         grad_y,

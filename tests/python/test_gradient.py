@@ -529,3 +529,33 @@ def test_cuda_gradients_at_the_precision(precision):
     for mine, ref, terms in zip(got, wanted, (384, 256, 256)):
         err = (mine.double().cpu() - ref).norm() / ref.norm()
         assert err <= tf32x3_bound(terms), err.item()
+
+
+@pytest.mark.skipif(not HAS_CUDA, reason="no CUDA device or no CUDA kernel")
+def test_cuda_sm90_products_direct_and_captured():
+    # The library's sm_90a 3xTF32 products (fused_sm90) where the device has them: every output
+    # within 3xTF32's bound of float64; then the call captured on a stream the operator never
+    # saw and replayed on new dY, giving the eager call's bits.
+    x, w, b, dy = _tensors(300, 520, 264, device="cuda", seed=23)
+    y = _saved(x, w, b, M_, S_, True)
+    try:
+        got = BACKWARD(dy, x, w, y, M_, S_, True, "3xtf32", "fused_sm90", ALL)
+    except ValueError as e:
+        if "compute capability 9.0" not in str(e) and "sm_90a" not in str(e):
+            raise
+        pytest.skip(str(e))
+    wanted = reference_gradients(dy, x, w, b, M_, S_, y > 0)
+    for mine, ref, terms in zip(got, wanted, (264, 300, 300)):
+        err = (mine.double().cpu() - ref).norm() / ref.norm()
+        assert err <= tf32x3_bound(terms), err.item()
+    static_dy = dy.clone()
+    torch.cuda.synchronize()
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph, stream=torch.cuda.Stream(priority=-1)):
+        captured = BACKWARD(static_dy, x, w, y, M_, S_, True, "3xtf32", "fused_sm90", ALL)
+    for seed in (24, 25):
+        static_dy.copy_(_tensors(300, 520, 264, device="cuda", seed=seed)[3])
+        graph.replay()
+        torch.cuda.synchronize()
+        eager_call = BACKWARD(static_dy, x, w, y, M_, S_, True, "3xtf32", "fused_sm90", ALL)
+        assert all(torch.equal(a, c) for a, c in zip(captured, eager_call)), seed
