@@ -48,7 +48,6 @@ constexpr int STAGE_BYTES = 3 * TILE_BYTES;  // W, Xhi, Xlo
 constexpr int SMEM_BYTES =
     STAGES * STAGE_BYTES + 1024 /*alignment slack*/ + 128 /*barriers + segment info*/;
 constexpr int THREADS = 384;
-constexpr int GROUP = 8;  // rows of tiles a grouped grid runs down before the next column
 // Promotion every 4 k-blocks = 128 K: every 256 K misses the accuracy goal, every 64 K costs
 // time (docs/design/sm90-kernels.md#3xtf32-gemm-kernel-fused_sm90).
 constexpr int PROMO = 4;
@@ -297,19 +296,6 @@ __device__ __forceinline__ void store_tile(const float (&tot)[64], int m0, int n
   }
 }
 
-// Where tile `tile` (of gx x gy, row-major over the grid) lies: tiles run down `group` rows of
-// tiles (m) before moving to the next column (n), so that the tiles in flight share their A and
-// B tiles in L2. group = gx is column order (the layer's: its B, X's parts, is small).
-__host__ __device__ __forceinline__ void tile_origin(int tile, int gx, int gy, int group, int& m0,
-                                                     int& n0) {
-  const int per_group = group * gy;
-  const int first = tile / per_group * group;
-  const int rows = gx - first < group ? gx - first : group;
-  const int r = tile - first * gy;
-  m0 = (first + r % rows) * BM;
-  n0 = r / rows * BN;
-}
-
 // k-blocks of a K extent, rounded up to whole promotion ranges (the extra blocks are zeros).
 __host__ __device__ __forceinline__ int k_blocks(int K) {
   return (int)(((int64_t)K + BK * PROMO - 1) / (BK * PROMO) * PROMO);
@@ -322,7 +308,7 @@ __global__ void __launch_bounds__(THREADS, 1)
     tf32x3_gemm_tile_kernel(const __grid_constant__ CUtensorMap tmW,
                             const __grid_constant__ CUtensorMap tmXh,
                             const __grid_constant__ CUtensorMap tmXl, int M, int N, int K,
-                            int group, const Out out) {
+                            const Out out) {
   extern __shared__ uint8_t smem_raw[];
   uint8_t* smem = reinterpret_cast<uint8_t*>((reinterpret_cast<uintptr_t>(smem_raw) + 1023) &
                                              ~static_cast<uintptr_t>(1023));
@@ -331,9 +317,8 @@ __global__ void __launch_bounds__(THREADS, 1)
   const uint32_t bar_empty = bar_full + STAGES * 8;
 
   const int nkb = k_blocks(K);
-  int m0, n0;
-  tile_origin((int)(blockIdx.y * gridDim.x + blockIdx.x), (int)gridDim.x, (int)gridDim.y, group, m0,
-              n0);
+  const int m0 = blockIdx.x * BM;
+  const int n0 = blockIdx.y * BN;
   const int wg = __shfl_sync(0xffffffffu, (int)(threadIdx.x / 128), 0);  // warp-uniform for ptxas
 
   if (threadIdx.x == 0) init_ring(bar_full, bar_empty);
@@ -419,7 +404,7 @@ __global__ void __launch_bounds__(THREADS, 1)
 //   a CTA that is already running, so every wait ends whatever the grid size and the order in which
 //   blocks start: the waits need no time-out.
 struct Sched {
-  int gx, gy, group, T, T_dp, upt, P;
+  int gx, T, T_dp, upt, P;
   int H, mu, tl;
   long long Ut;
 };
@@ -528,8 +513,8 @@ __global__ void __launch_bounds__(THREADS, 1)
       for (int idx = 0; idx < ns; ++idx) {
         int tile, ub, ue, role, slot;
         get_segment(S, seginfo, idx, tile, ub, ue, role, slot);
-        int m0, n0;
-        tile_origin(tile, S.gx, S.gy, S.group, m0, n0);
+        const int m0 = (tile % S.gx) * BM;
+        const int n0 = (tile / S.gx) * BN;
         for (int kb = ub * PROMO; kb < ue * PROMO; ++kb, ++it) {
           const int s = it % STAGES;
           if (it >= STAGES) mbar_wait(bar_empty + 8 * s, ((it / STAGES) - 1) & 1);
@@ -641,9 +626,7 @@ __global__ void __launch_bounds__(THREADS, 1)
         }
       }
       // ---------------- epilogue ----------------
-      int m0, n0;
-      tile_origin(tile, S.gx, S.gy, S.group, m0, n0);
-      store_tile(tot, m0, n0, cw, warp, g, t, M, N, out);
+      store_tile(tot, (tile % S.gx) * BM, (tile / S.gx) * BN, cw, warp, g, t, M, N, out);
     }
   }
 }
@@ -715,12 +698,10 @@ inline Layout layout(const Problem& p) {
 inline int64_t tiles_m(const Problem& p) { return (p.M + BM - 1) / BM; }
 inline int64_t tiles_n(const Problem& p) { return (p.N + BN - 1) / BN; }
 
-Sched make_sched(int M, int N, int K, int pmax, int group) {
+Sched make_sched(int M, int N, int K, int pmax) {
   Sched S;
   S.gx = (int)(((int64_t)M + BM - 1) / BM);
   const long long gy = ((int64_t)N + BN - 1) / BN;
-  S.gy = (int)gy;
-  S.group = group;
   const long long T = (long long)S.gx * gy;
   const int nkb = (int)(((int64_t)K + BK - 1) / BK);
   S.upt = (nkb + PROMO - 1) / PROMO;
@@ -773,15 +754,13 @@ cudaError_t persistent_ctas(const Device& d, int& pmax) {
 // `kp` (a multiple of BK; zeros past the operands' extent): the tile kernel (hardware-scheduled,
 // faster per tile) unless its last wave would leave many SMs idle (wave efficiency
 // T / (ceil(T/P) P) < 0.9), then the persistent split-K kernel; `kernel_choice` 1 or 2 forces one.
-// `flags` (MAXP + 1 of them, the last the ticket) must be zero when the launch runs. `grouped`:
-// tiles in groups of GROUP rows (tile_origin), else in column order.
+// `flags` (MAXP + 1 of them, the last the ticket) must be zero when the launch runs.
 template <bool kAMn>
 cudaError_t launch_gemm(cudaStream_t stream, const Device& d, const CUtensorMap& mA,
                         const CUtensorMap& mBh, const CUtensorMap& mBl, int64_t m, int64_t n,
                         int64_t kp, const Out& out, float* partials, unsigned* flags,
-                        int kernel_choice, bool grouped) {
+                        int kernel_choice) {
   const int64_t gx = (m + BM - 1) / BM, gy = (n + BN - 1) / BN;
-  const int group = grouped && gx > GROUP ? GROUP : (int)gx;
   int pmax = 0;
   cudaError_t e;
   if ((e = persistent_ctas<kAMn>(d, pmax)) != cudaSuccess) return e;
@@ -799,9 +778,9 @@ cudaError_t launch_gemm(cudaStream_t stream, const Device& d, const CUtensorMap&
       return e;
     return launch_kernel(tf32x3_gemm_tile_kernel<kAMn>, dim3((unsigned)gx, (unsigned)gy),
                          dim3(THREADS), SMEM_BYTES, stream, mA, mBh, mBl, (int)m, (int)n, (int)kp,
-                         group, out);
+                         out);
   }
-  const Sched S = make_sched((int)m, (int)n, (int)kp, pmax, group);
+  const Sched S = make_sched((int)m, (int)n, (int)kp, pmax);
   return launch_kernel(tf32x3_gemm_persistent_kernel<kAMn>, dim3(S.P), dim3(THREADS), SMEM_BYTES,
                        stream, mA, mBh, mBl, S, (int)m, (int)n, out, partials, flags, flags + MAXP);
 }
@@ -924,7 +903,7 @@ cudaError_t tf32x3_linear_leaky_relu(cudaStream_t stream, const Device& d, const
   // (the padded K: the same blocks, zeros past K)
   const Out out{p.Y, p.ldy, p.bias, p.multiplier, p.slope, kLayer};
   return launch_gemm<false>(stream, d, mW, mXh, mXl, p.M, p.N, L.Kp, out, partials, flags,
-                            kernel_choice, false);
+                            kernel_choice);
 }
 
 const char* tf32x3_gradient_refusal(const Device& d, const GradientProduct& p) {
@@ -985,9 +964,8 @@ cudaError_t tf32x3_gradient(cudaStream_t stream, const Device& d, const Gradient
                     p.transpose_g ? 1 : 0, bh, bl, L.ldb, flags, MAXP + 1);
   if (e != cudaSuccess) return e;
   const Out out{p.D, p.ldd, nullptr, 1.f, 1.f, p.accumulate ? kAdd : kStore};
-  // B (G's parts, 2 P R floats) outgrows L2 where P is large (dW: P = N): grouped tiles.
   return launch_gemm<true>(stream, d, mS, mBh, mBl, p.P, p.K, L.ldb, out, partials, flags,
-                           kernel_choice, true);
+                           kernel_choice);
 }
 
 }  // namespace Sm90
