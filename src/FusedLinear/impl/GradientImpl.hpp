@@ -236,8 +236,10 @@ class GradientImpl {
     m_dw_product = m_dw && N > 0 && K > 0 && M > 0;
     m_blocks = (M + gradient_rows_per_partial - 1) / gradient_rows_per_partial;
     const bool lt3x = lt3x_serves(X, W, dX, dW);
-    m_info.dx = decide(Shape{M, N, K}, m_dx_product, lt3x, facts_dx(exec, X, W, dX, dW), function);
-    m_info.dw = decide(Shape{N, M, K}, m_dw_product, lt3x, facts_dw(exec, X, W, dX, dW), function);
+    m_info.dx =
+        decide(Shape{M, N, K}, m_dx_product, lt3x, facts_of(exec, X, W, dX, dW, true), function);
+    m_info.dw =
+        decide(Shape{N, M, K}, m_dw_product, lt3x, facts_of(exec, X, W, dX, dW, false), function);
 #if defined(FUSED_LINEAR_SM90A)
     if constexpr (sm90_compiles()) m_sm90_device = sm90_device(exec);
 #endif
@@ -359,17 +361,11 @@ class GradientImpl {
     if (f.backend == Backend::Host) f.host_threads = exec.concurrency();
     return f;
   }
-  /// Facts of dX and of dW; sm90_tf32x3 says why the sm_90a kernel cannot take the product.
-  Facts facts_dx(const ExecSpace& exec, const XView& X, const WView& W, const DXView& dX,
-                 const DWView& dW) const {
-    Facts f = product_facts<WView, DXView>(exec);
-    f.sm90_tf32x3 = sm90_refusal(exec, X, W, dX, dW, true);
-    return f;
-  }
-  Facts facts_dw(const ExecSpace& exec, const XView& X, const WView& W, const DXView& dX,
-                 const DWView& dW) const {
-    Facts f = product_facts<XView, DWView>(exec);
-    f.sm90_tf32x3 = sm90_refusal(exec, X, W, dX, dW, false);
+  /// Facts of dX (is_dx) or of dW; sm90_tf32x3 says why the sm_90a kernel cannot take it.
+  Facts facts_of(const ExecSpace& exec, const XView& X, const WView& W, const DXView& dX,
+                 const DWView& dW, bool is_dx) const {
+    Facts f = is_dx ? product_facts<WView, DXView>(exec) : product_facts<XView, DWView>(exec);
+    f.sm90_tf32x3 = sm90_refusal(exec, X, W, dX, dW, is_dx);
     return f;
   }
 
@@ -617,7 +613,7 @@ class GradientImpl {
     const bool products[2] = {m_dx_product, m_dw_product};
     for (int which = 0; which < 2; ++which) {
       if (!products[which]) continue;
-      const Facts f = which == 0 ? facts_dx(exec, X, W, dX, dW) : facts_dw(exec, X, W, dX, dW);
+      const Facts f = facts_of(exec, X, W, dX, dW, which == 0);
       std::vector<Candidate> all;
       for (const Candidate& c : gradient_candidates(f, lt3x))
         if (meets_floor(c.precision, m_options.precision)) all.push_back(c);
