@@ -6,8 +6,9 @@
 //
 // Two GEMM kernels share the mainloop below: a tile kernel (one CTA per 128x128 output tile,
 // hardware-scheduled) and a persistent split-K kernel used when the tile count leaves the last wave
-// mostly empty (see the dispatch at the end of the file). Design and measurements:
-// docs/design/sm90-kernels.md#3xtf32-gemm-kernel-fused_sm90.
+// mostly empty (launch_gemm). Both also run the gradient's products (tf32x3_gradient), with A
+// read MN-major (kAMn) and a plain store or add in place of the layer's epilogue. Design and
+// measurements: docs/design/sm90-kernels.md#3xtf32-gemm-kernel-fused_sm90.
 // Design (one CTA = 128 (n) x 128 (m) tile of Y^T, 384 threads):
 //   warpgroup 0: producer (one thread issues TMA loads: W tile 128x32 fp32, Xhi/Xlo tiles 128x32,
 //                128-byte swizzle, STAGES-deep ring with full/empty mbarriers).
