@@ -206,10 +206,11 @@ struct Measurement {
   /// Milliseconds: the lower median of its timed calls (the middle one, of an even number the
   /// lower of the two middle ones; fewer calls are timed once they show it cannot win); for a
   /// candidate dropped after its warm-up (far behind the best so far), that call's; infinity
-  /// where its memory could not be had.
+  /// where its memory could not be had. Where another candidate led the rule's choice (listed
+  /// first), the two were timed again, their calls interleaved: their re-timed calls'.
   double ms = 0;
-  /// Calls run, the warm-up included (0: not timed: its memory could not be had, it came past
-  /// the measurement's budget, or its bound is not below the best time).
+  /// Calls run, the warm-up and any re-timed calls included (0: not timed: its memory could not
+  /// be had, it came past the measurement's budget, or its bound is not below the best time).
   int calls = 0;
   /// The plan runs this one.
   bool chosen = false;

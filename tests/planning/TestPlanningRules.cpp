@@ -474,6 +474,86 @@ TEST(Planning, RuleChoiceStaysWithinTheMargin) {
             Algorithm::Vendor);
 }
 
+// Before another candidate replaces the rule's choice, the two are timed again, interleaved: a
+// candidate whose first calls were lucky loses to the rule's choice it only seemed to beat; one
+// that is faster stays chosen; a later variant of the rule's own path is timed on the rule's
+// engine (kept set up while another path leads) and timed against variant 0 on it.
+TEST(Planning, MeasureRetimesTheRuleAgainstTheWinner) {
+  const Choice rule{Algorithm::Fused, Precision::Strict, 0};
+  const Choice skinny{Algorithm::FusedSkinny, Precision::Strict, 0};
+  const Choice lt{Algorithm::VendorLt, Precision::Strict, 0};
+  const auto no_bound = [](const Choice&) { return 0.0; };
+  int made = 0, selected = -1;
+  struct Tracked : MadeUpCandidate {
+    int* selected = nullptr;
+    void select(int v) { *selected = v; }
+  };
+  const auto make = [&](const Choice& c) {
+    ++made;
+    auto out = std::make_unique<Tracked>();
+    out->count = c.algorithm == Algorithm::VendorLt ? 2 : 1;
+    out->selected = &selected;
+    return out;
+  };
+  std::vector<std::pair<Algorithm, int>> log;  // each call's path and variant
+  // `fast` runs 0.9 ms in its first three calls (warm-up, two timed) and `later` ms after.
+  const auto run = [&](const std::vector<Choice>& cands, Choice fast, double later) {
+    made = 0, selected = -1;
+    log.clear();
+    const auto call = [&](const Tracked&, const Choice& c, int v, int i) {
+      log.emplace_back(c.algorithm, v);
+      if (c.algorithm == Algorithm::Fused && cands.front().algorithm != Algorithm::Fused)
+        return 0.8;
+      if (c.algorithm == fast.algorithm && v == fast.variant) return i < 3 ? 0.9 : later;
+      return 1.0;
+    };
+    return Impl::time_candidates<Tracked>(cands, true, make, call, no_bound);
+  };
+
+  {  // Lucky: 0.9 ms, then 1.1: the rule's choice stays.
+    const auto f = run({rule, skinny}, skinny, 1.1);
+    ASSERT_TRUE(f.plan);
+    EXPECT_EQ(f.choice.algorithm, Algorithm::Fused);
+    EXPECT_TRUE(f.rule);
+    EXPECT_EQ(f.ms, 1.0);
+    ASSERT_EQ(f.timed.size(), 2u);
+    EXPECT_TRUE(f.timed[0].chosen);
+    EXPECT_EQ(f.timed[1].ms, 1.1) << "the re-timed calls' lower median";
+    EXPECT_EQ(f.timed[0].calls, 3 + 2) << "warm-up, two timed calls, two re-timed";
+    EXPECT_EQ(f.timed[1].calls, 3 + 2);
+    ASSERT_GE(log.size(), 4u);
+    const std::vector<std::pair<Algorithm, int>> last(log.end() - 4, log.end());
+    EXPECT_EQ(last, (std::vector<std::pair<Algorithm, int>>{{Algorithm::Fused, 0},
+                                                            {Algorithm::FusedSkinny, 0},
+                                                            {Algorithm::FusedSkinny, 0},
+                                                            {Algorithm::Fused, 0}}))
+        << "interleaved, each side first in turn";
+  }
+  {  // Faster throughout: it stays chosen, at its re-timed time.
+    const auto f = run({rule, skinny}, skinny, 0.9);
+    EXPECT_EQ(f.choice.algorithm, Algorithm::FusedSkinny);
+    EXPECT_FALSE(f.rule);
+    EXPECT_EQ(f.ms, 0.9);
+    EXPECT_TRUE(f.timed[1].chosen);
+  }
+  {  // The rule's own later variant, lucky: variant 0 stays, selected on the one engine.
+    const auto f = run({lt, skinny}, Choice{Algorithm::VendorLt, Precision::Strict, 1}, 1.1);
+    EXPECT_EQ(f.choice.algorithm, Algorithm::VendorLt);
+    EXPECT_EQ(f.choice.variant, 0);
+    EXPECT_EQ(selected, 0) << "the plan runs variant 0";
+    EXPECT_EQ(made, 2) << "vendor_lt's variants on the rule's engine";
+  }
+  {  // Another path leads (fused, 0.8): the rule's engine, kept, times its variant 1; then fused
+     // is timed against variant 0 and stays chosen.
+    const auto f = run({lt, rule}, Choice{Algorithm::VendorLt, Precision::Strict, 1}, 0.9);
+    EXPECT_EQ(f.choice.algorithm, Algorithm::Fused);
+    EXPECT_EQ(f.ms, 0.8);
+    EXPECT_EQ(made, 2) << "no third set-up: the rule's engine was kept";
+    ASSERT_EQ(f.timed.size(), 3u);
+    EXPECT_EQ(f.timed[0].calls, 3 + 2) << "variant 0, re-timed against fused";
+  }
+}
+
 TEST(Planning, Names) {
   EXPECT_STREQ(FusedLinear::to_string(Planning::Estimate), "estimate");
   EXPECT_STREQ(FusedLinear::to_string(Planning::Measure), "measure");

@@ -55,6 +55,11 @@ struct MeasureRule {
   /// by more than this share: within it, the timing's noise decides more often than speed does
   /// (docs/design/dispatch.md, "Planning"), and the rule was fitted on many more calls.
   static constexpr double rule_margin = 0.02;
+  /// Before another candidate replaces the rule's choice, the two are timed again, their calls
+  /// interleaved (a clock or cache state that drifts meets both alike), at least this many each
+  /// and until each adds up to `enough_ms`, at most `timed_calls`: Measure must not end slower
+  /// than the plan Estimate makes because one pass of calls was lucky.
+  static constexpr int retimed_calls = 2;
   /// vendor_lt in strict or tf32: cuBLASLt's first ranked algorithms timed, each a candidate.
   static constexpr int cublaslt_algorithms = 4;
   /// The whole measurement's bound: once the candidates' calls (warm-ups included, each counted
@@ -193,6 +198,38 @@ struct Fastest {
   std::vector<Measurement> timed;
 };
 
+/// Two candidates timed again against each other.
+struct Retimed {
+  double ms[2];  // each one's timed calls' lower median
+  int calls;     // each one's calls
+};
+
+/// The rule's choice and the fastest other candidate timed again, interleaved (MeasureRule::
+/// retimed_calls), each call by `call(side, i)` (side 0: the rule's, 1: the other).
+template <class Call>
+Retimed retime_pair(Call&& call, int min_timed) {
+  double timed[2][MeasureRule::timed_calls];
+  double total[2] = {0, 0};
+  int n = 0;
+  while (n < MeasureRule::timed_calls) {
+    // Alternate which side goes first, so that neither always follows the other's calls.
+    for (int k = 0; k < 2; ++k) {
+      const int side = (n + k) % 2;
+      timed[side][n] = call(side, n);
+      total[side] += timed[side][n];
+    }
+    ++n;
+    if (n >= std::max(min_timed, MeasureRule::retimed_calls) &&
+        std::min(total[0], total[1]) >= MeasureRule::enough_ms)
+      break;
+  }
+  const auto lower_median = [n](double* t) {
+    std::nth_element(t, t + (n - 1) / 2, t + n);
+    return t[(n - 1) / 2];
+  };
+  return {{lower_median(timed[0]), lower_median(timed[1])}, n};
+}
+
 /// Times `candidates` in order by time_candidate, their first variants first and then the
 /// others (`variants()`, `select(v)`: cuBLASLt's next algorithms refine a path already timed,
 /// so every path is timed before them); the first is the rule's choice, which another must beat
@@ -202,12 +239,17 @@ struct Fastest {
 /// take (compute_bound_ms); `min_timed`: time_candidate's least number of timed calls.
 /// `real_clock`: a candidate whose bound is not below the best so far, and all past
 /// MeasureRule's budget, are listed, not timed (a test's fake clock has every candidate timed). The
-/// previous best goes as a faster one is found: every call of it was waited for.
+/// previous best goes as a faster one is found (every call of it was waited for), but for the
+/// rule's choice: where another leads at the end, the two are timed again (retime_pair) and the
+/// other must still beat it by the margin.
 template <class CandidatePlan, class Make, class Call, class Bound>
 Fastest<CandidatePlan> time_candidates(const std::vector<Choice>& candidates, bool real_clock,
                                        Make&& make, Call&& call, Bound&& bound, int min_timed = 1) {
   Fastest<CandidatePlan> f;
   double spent_ms = 0;
+  // The rule's choice, set up: the plan's, or kept here once another leads.
+  CandidatePlan* rule_plan = nullptr;
+  std::unique_ptr<CandidatePlan> rule_kept;
   const auto skipped = [&](double bound_ms) {
     return f.plan && real_clock &&
            (bound_ms >= f.ms ||
@@ -244,11 +286,15 @@ Fastest<CandidatePlan> time_candidates(const std::vector<Choice>& candidates, bo
     m.bound_ms = bound_ms;
     f.timed.push_back(m);
     const bool rule = f.timed.size() == 1;  // the first candidate's first variant
+    if (rule) rule_plan = candidate.get();
     if (t.ms < (f.rule ? f.ms / (1 + MeasureRule::rule_margin) : f.ms)) {
       f.ms = t.ms;
       f.choice = Choice{c.algorithm, c.precision, v};
       f.rule = rule;
-      if (candidate.get() != f.plan.get()) f.plan = std::move(candidate);
+      if (candidate.get() != f.plan.get()) {
+        if (f.plan && f.plan.get() == rule_plan) rule_kept = std::move(f.plan);
+        f.plan = std::move(candidate);
+      }
     }
   };
   const auto is_plan = [&f](const Choice& c) { return f.plan && same_path(f.choice, c); };
@@ -271,12 +317,45 @@ Fastest<CandidatePlan> time_candidates(const std::vector<Choice>& candidates, bo
     std::unique_ptr<CandidatePlan> own;  // set up again unless it is the plan
     double setup_ms = 0;
     for (int v = 1; v < variants; ++v) {
-      if (skipped(bound_ms) || (!is_plan(c) && !own && !(own = set_up(c, setup_ms)))) {
+      // The plan's own engine where it leads, or the rule's: its variant is selected again below.
+      std::unique_ptr<CandidatePlan>& on = is_plan(c) ? f.plan
+                                           : rule_kept && same_path(candidates.front(), c)
+                                               ? rule_kept
+                                               : own;
+      if (skipped(bound_ms) || (!on && !(on = set_up(c, setup_ms)))) {
         untimed(c, v, bound_ms);
         continue;
       }
-      // The plan's own engine where it leads: its variant is selected again below.
-      time_variant(is_plan(c) ? f.plan : own, c, v, std::exchange(setup_ms, 0), bound_ms);
+      time_variant(on, c, v, std::exchange(setup_ms, 0), bound_ms);
+    }
+  }
+  if (f.plan && rule_plan && !f.rule) {
+    const auto entry = [&f](const Choice& c) {
+      return std::find_if(f.timed.begin(), f.timed.end(), [&](const Measurement& m) {
+        return m.calls > 0 && m.algorithm == c.algorithm && m.precision == c.precision &&
+               m.variant == c.variant;
+      });
+    };
+    const auto rule_entry = f.timed.begin(), other_entry = entry(f.choice);
+    const Choice rule{candidates.front().algorithm, candidates.front().precision, 0};
+    CandidatePlan* const plans[2] = {rule_plan, f.plan.get()};
+    const Choice choices[2] = {rule, f.choice};
+    const int calls_before[2] = {rule_entry->calls, other_entry->calls};
+    const Retimed r = retime_pair(
+        [&](int side, int i) {
+          plans[side]->select(choices[side].variant);
+          return call(*plans[side], choices[side], choices[side].variant, calls_before[side] + i);
+        },
+        min_timed);
+    rule_entry->ms = r.ms[0], other_entry->ms = r.ms[1];
+    rule_entry->calls += r.calls, other_entry->calls += r.calls;
+    if (r.ms[1] < r.ms[0] / (1 + MeasureRule::rule_margin)) {
+      f.ms = r.ms[1];
+    } else {
+      f.ms = r.ms[0];
+      f.choice = rule;
+      f.rule = true;
+      if (rule_kept) f.plan = std::move(rule_kept);
     }
   }
   if (f.plan) f.plan->select(f.choice.variant);
