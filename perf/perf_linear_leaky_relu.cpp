@@ -978,6 +978,17 @@ void print_table(const std::vector<Result>& results) {
   }
 }
 
+/// The rates the GPU cost model counted in and where they came from (zero on the host).
+std::string gpu_rates_json(const FusedLinear::GpuRates& g) {
+  return FusedLinearJson::Object()
+      .number("multiprocessors", g.multiprocessors)
+      .number("fp32_gflops", g.fp32_gflops)
+      .number("memory_gbps", g.memory_gbps)
+      .string("source", FusedLinear::to_string(g.source))
+      .string("note", g.note)
+      .str();
+}
+
 /// The run's configuration (and Kokkos'), the JSON's "config".
 FusedLinearJson::Object config_json(const Config& c, double library_init_ms) {
   using FusedLinear::to_string;
@@ -1053,6 +1064,7 @@ void write_json(const std::string& path, const Config& c, double library_init_ms
                        .number("wisdom_plan_ms", r.wisdom_plan_ms)
                        .boolean("measured", r.info.measured)
                        .boolean("from_wisdom", r.info.from_wisdom)
+                       .raw("gpu_rates", gpu_rates_json(r.info.gpu_rates))
                        .raw("measurements", json::array(measurements))
                        .str());
   }
@@ -1086,7 +1098,8 @@ void write_training_json(const std::string& path, const Config& c, double librar
       row.string("ran" + suffix, present ? to_string(info.second->algorithm) : "")
           .string("precision_ran" + suffix, present ? to_string(info.second->precision) : "")
           .string("gemm" + suffix, present ? to_string(info.second->gemm) : "")
-          .string("note" + suffix, info.second->note);
+          .string("note" + suffix, info.second->note)
+          .raw("gpu_rates" + suffix, gpu_rates_json(info.second->gpu_rates));
     }
     const double none = std::numeric_limits<double>::quiet_NaN();  // JSON null
     const auto ran_err = [&](const Accuracy& a) { return r.refused.empty() ? a.rel_err : none; };

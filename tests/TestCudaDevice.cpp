@@ -91,6 +91,30 @@ TEST(CudaDevice, ThreadWithAnotherDeviceCurrent) {
   ASSERT_EQ(Kokkos::Cuda().cuda_device(), 0);
   check_device_handling(1, 1);
 }
+
+// What the cost model counted in, as the plan reports it: the device's own rates (the runtime's,
+// or NVML's correction), over the runtime's multiprocessors; the one-shot call's alike.
+TEST(CudaDevice, PlanInfoReportsTheDevicesRates) {
+  cudaDeviceProp prop;
+  ASSERT_EQ(cudaGetDeviceProperties(&prop, Kokkos::Cuda().cuda_device()), cudaSuccess);
+  P p(64, 256, 128, 5);
+  const FusedLinear::Plan<Kokkos::Cuda, P::Matrix, P::Matrix, P::Vector, P::Matrix> plan(
+      Kokkos::Cuda(), p.X, p.W, p.b, p.Y, 2.f, 0.1f);
+  const FusedLinear::GpuRates& g = plan.info().gpu_rates;
+  ASSERT_NE(g.source, FusedLinear::RatesSource::None) << g.note;
+  ASSERT_NE(g.source, FusedLinear::RatesSource::Fitted) << g.note;
+  EXPECT_EQ(g.multiprocessors, prop.multiProcessorCount);
+  EXPECT_GT(g.fp32_gflops, 0);
+  EXPECT_GT(g.memory_gbps, 0);
+  // At most 128 lanes a multiprocessor at 3 GHz; at least 64 at 0.5 GHz.
+  EXPECT_LE(g.fp32_gflops, prop.multiProcessorCount * 128 * 2 * 3.0);
+  EXPECT_GE(g.fp32_gflops, prop.multiProcessorCount * 64 * 2 * 0.5);
+  const FusedLinear::RunInfo one_shot =
+      FusedLinear::linear_leaky_relu(Kokkos::Cuda(), p.X, p.W, p.b, p.Y, 2.f, 0.1f);
+  EXPECT_EQ(one_shot.gpu_rates.fp32_gflops, g.fp32_gflops);
+  EXPECT_EQ(one_shot.gpu_rates.memory_gbps, g.memory_gbps);
+  EXPECT_STREQ(one_shot.gpu_rates.note, g.note);
+}
 #else
 TEST(CudaDevice, NotACudaBuild) { GTEST_SKIP() << "CUDA builds only"; }
 #endif

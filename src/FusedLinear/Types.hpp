@@ -87,6 +87,14 @@ enum class Gemm {
   Sm90SkinnyKernel,     ///< FusedLinear's sm_90a few-rows kernel
 };
 
+/// Where the rates the GPU cost model counted in came from (GpuRates::source).
+enum class RatesSource {
+  None,       ///< no GPU model: a host plan
+  Device,     ///< this device's report (the CUDA or HIP runtime)
+  Corrected,  ///< the runtime's report corrected through NVML (a MIG slice, a lower clock)
+  Fitted,     ///< the device the model was fitted on (GpuRule::fitted_*): a rate was unknown
+};
+
 namespace Impl {
 template <class Enum>
 struct Named {
@@ -117,6 +125,10 @@ inline constexpr Named<Gemm> gemm_names[] = {
     {Gemm::SkinnyKernel, "FusedLinear skinny kernel"},
     {Gemm::Sm90Tf32x3Kernel, "FusedLinear sm_90a wgmma 3xTF32 kernel"},
     {Gemm::Sm90SkinnyKernel, "FusedLinear sm_90a few-rows kernel"}};
+inline constexpr Named<RatesSource> rates_source_names[] = {{RatesSource::None, "none"},
+                                                            {RatesSource::Device, "device"},
+                                                            {RatesSource::Corrected, "corrected"},
+                                                            {RatesSource::Fitted, "fitted"}};
 
 template <class Enum, std::size_t Count>
 const char* name_of(const Named<Enum> (&table)[Count], Enum value) {
@@ -148,6 +160,8 @@ inline const char* to_string(Precision p) { return Impl::name_of(Impl::precision
 inline const char* to_string(Planning p) { return Impl::name_of(Impl::planning_names, p); }
 /// "cuBLAS", "cuBLASLt", "host BLAS", "Kokkos Kernels native gemm", ...
 inline const char* to_string(Gemm g) { return Impl::name_of(Impl::gemm_names, g); }
+/// "none", "device", "corrected", "fitted".
+inline const char* to_string(RatesSource r) { return Impl::name_of(Impl::rates_source_names, r); }
 
 /// Parses the names printed by to_string; throws std::invalid_argument otherwise.
 inline Algorithm algorithm_from_string(const std::string& name) {
@@ -178,6 +192,18 @@ struct Options {
   Options(Algorithm a, Precision p, Planning how) : algorithm(a), precision(p), planning(how) {}
 };
 
+/// The rates the GPU cost model counted in (RunInfo::gpu_rates): plain values and a static
+/// text, so that copying a RunInfo allocates nothing for them. All zero on the host.
+struct GpuRates {
+  /// Multiprocessors (SMs, CUs) the model spreads tiles over.
+  double multiprocessors = 0;
+  /// Peak fp32 rate (GFLOP/s) and memory bandwidth (GB/s).
+  double fp32_gflops = 0, memory_gbps = 0;
+  RatesSource source = RatesSource::None;
+  /// Why these rates: what was read, corrected or unknown (a static string, never freed).
+  const char* note = "";
+};
+
 /// What a plan runs, so that no fallback is silent.
 struct RunInfo {
   /// The path that runs (Auto only in a default-constructed RunInfo).
@@ -195,6 +221,9 @@ struct RunInfo {
   bool measured = false;
   /// The measured choice came from wisdom: this plan timed nothing.
   bool from_wisdom = false;
+  /// GPU plans: the device's rates the cost model counts in (under auto and Planning::Measure's
+  /// candidate list) and where they came from; host plans: zero, RatesSource::None.
+  GpuRates gpu_rates = {};
 };
 
 /// One candidate Planning::Measure timed (Plan::measurements()).

@@ -73,6 +73,7 @@ inline std::vector<Profile> profiles() {
   hip.blas = Gemm::Rocblas;
   hip.cublaslt = hip.cublaslt_bias = false;
   hip.sm90_tf32x3 = hip.sm90_skinny = not_built;
+  // No rates given: the model counts in the fitted device's, its multiprocessors included.
   hip.multiprocessors = 110;
   Impl::Facts hip_native = hip;
   hip_native.blas = Gemm::KokkosKernelsNative;

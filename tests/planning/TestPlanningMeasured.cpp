@@ -156,7 +156,7 @@ TEST(Planning, MeasuredPlansComputeRightAndLeaveTheInputs) {
 TEST(Planning, StrictCandidatesPastTheBoundAreNotTimed) {
   P p(512, 4096, 4096, 14);
   const Facts f = facts_of(ExecSpace(), p.X, p.W, p.b, p.Y);
-  if (f.fp32_gflops <= 0 || f.sm90_tf32x3 != nullptr)
+  if (!f.fp32_bound || f.sm90_tf32x3 != nullptr)
     GTEST_SKIP() << "no fp32 bound or no fused_sm90 for this execution space";
   FusedLinear::forget_wisdom();
   PlanType plan(ExecSpace(), p.X, p.W, p.b, p.Y, 2.f, 0.1f, measured(Precision::TF32x3, false));

@@ -302,6 +302,7 @@ TEST(Planning, TimingRule) {
 TEST(Planning, ComputeBound) {
   Facts h200 = hopper();
   h200.fp32_gflops = 132 * 128 * 2 * 1.98;  // 132 SMs at 1.98 GHz
+  h200.fp32_bound = true;
   const Shape seed{1024, 8192, 8192};
   EXPECT_NEAR(Impl::compute_bound_ms({Algorithm::Vendor, Precision::Strict, 0}, seed, h200), 2.054,
               1e-3);
@@ -309,6 +310,9 @@ TEST(Planning, ComputeBound) {
   EXPECT_EQ(Impl::compute_bound_ms({Algorithm::VendorLt, Precision::TF32, 0}, seed, h200), 0);
   EXPECT_EQ(Impl::compute_bound_ms({Algorithm::Vendor, Precision::Strict, 0}, seed, hopper()), 0)
       << "no peak known";
+  Facts blackwell = h200;
+  blackwell.fp32_bound = false;  // cuBLAS may run fp32 on the tensor cores
+  EXPECT_EQ(Impl::compute_bound_ms({Algorithm::Vendor, Precision::Strict, 0}, seed, blackwell), 0);
   EXPECT_EQ(
       Impl::compute_bound_ms({Algorithm::Vendor, Precision::Strict, 0}, seed, host_optimized()), 0);
 }

@@ -255,6 +255,7 @@ inline Decision resolve(const Request& r, const Shape& s, const Facts& f, const 
     // Kokkos Kernels' gemm returns without touching Y when K = 0; the product is 0 here.
     append(d.note, "K is 0: the product is zero, Y = LeakyReLU(multiplier * b) on every row");
   }
+  if (f.backend != Backend::Host) d.gpu_rates = gpu_rates(f);
   return d;
 }
 
@@ -275,6 +276,7 @@ inline RunInfo gradient_run_info(const Candidate& c, const Facts& f) {
            : c.algorithm == Algorithm::FusedSm90 ? Gemm::Sm90Tf32x3Kernel
                                                  : f.blas;
   r.vendor_blas = r.gemm != Gemm::KokkosKernelsNative;
+  if (f.backend != Backend::Host) r.gpu_rates = gpu_rates(f);
   return r;
 }
 

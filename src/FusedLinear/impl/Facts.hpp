@@ -43,9 +43,15 @@ struct Facts {
   bool skinny_packed = true;
   /// Multiprocessors of the device (0 on the host).
   std::int64_t multiprocessors = 0;
-  /// The device's peak strict fp32 rate, GFLOP/s, and its memory's peak bandwidth, GB/s (0
-  /// where unknown): the GPU cost model's units, and Planning::Measure's bound.
+  /// The device's peak fp32 rate, GFLOP/s, and its memory's peak bandwidth, GB/s (0 where
+  /// unknown): the GPU cost model's units (DeviceRates.hpp reads them from the device).
   double fp32_gflops = 0, memory_gbps = 0;
+  /// fp32_gflops bounds strict fp32 products from below (Planning::Measure's compute bound):
+  /// CUDA before compute capability 10, whose cuBLAS may run fp32 on the tensor cores.
+  bool fp32_bound = false;
+  /// Where the rates came from and why (a static string), for RunInfo::gpu_rates.
+  RatesSource rates_source = RatesSource::None;
+  const char* rates_note = "";
   /// Host backends: the instance's threads and the host kernels' tiles for the Views' value
   /// type, which the host cost model counts with (host_fused_terms, host_skinny_terms).
   std::int64_t host_threads = 1;

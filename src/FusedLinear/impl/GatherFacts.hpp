@@ -44,9 +44,7 @@ Facts gather_facts(const ExecSpace& exec, const XView& X, const WView& W, const 
   f.blas = kokkos_blas_gemm<ExecSpace, XView, WView, YView>();
   if (f.blas == Gemm::HostBlas) f.host_blas = host_blas_kind();
   f.skinny_packed = rows_are_packable(X) && rows_are_packable(W);
-  f.multiprocessors = multiprocessors(exec);
-  f.fp32_gflops = fp32_peak_gflops(exec);
-  f.memory_gbps = memory_peak_gbps(exec);
+  set_device_rates(device_report(exec), f);
   if (f.backend == Backend::Host) {
     f.host_threads = exec.concurrency();
     f.host_tiling = host_tiling_of<Scalar>();

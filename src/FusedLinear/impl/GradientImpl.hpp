@@ -355,9 +355,7 @@ class GradientImpl {
     f.float_views = std::is_same<Scalar, float>::value;
     f.blas = kokkos_blas_gemm<ExecSpace, GConst, BView, CView>();
     if (f.blas == Gemm::HostBlas) f.host_blas = host_blas_kind();
-    f.multiprocessors = multiprocessors(exec);
-    f.fp32_gflops = fp32_peak_gflops(exec);
-    f.memory_gbps = memory_peak_gbps(exec);
+    set_device_rates(device_report(exec), f);
     if (f.backend == Backend::Host) f.host_threads = exec.concurrency();
     return f;
   }

@@ -82,10 +82,11 @@ inline bool has_variants(const Choice& c) {
 
 /// The least time (ms) a candidate can take, where its arithmetic's peak is known: strict fp32
 /// runs on the CUDA cores, at best at Facts::fp32_gflops (2 M N K flops). 0 where nothing is
-/// known (the tensor-core precisions, the host). A candidate whose bound is not below the best
-/// time so far is not timed: it cannot win.
+/// known (the tensor-core precisions, the host, HIP, and CUDA from compute capability 10 on:
+/// Facts::fp32_bound). A candidate whose bound is not below the best time so far is not timed:
+/// it cannot win.
 inline double compute_bound_ms(const Choice& c, const Shape& s, const Facts& f) {
-  if (c.precision != Precision::Strict || f.fp32_gflops <= 0) return 0;
+  if (c.precision != Precision::Strict || !f.fp32_bound || f.fp32_gflops <= 0) return 0;
   return 2.0 * double(s.M) * double(s.N) * double(s.K) / (f.fp32_gflops * 1e6);
 }
 

@@ -12,8 +12,12 @@
 
 #include <Kokkos_Core.hpp>
 
+#include "FusedLinear/impl/DeviceRates.hpp"
+
 #if defined(KOKKOS_ENABLE_CUDA)
 #include <cuda_runtime.h>
+
+#include "FusedLinear/impl/cuda/Nvml.hpp"
 #endif
 
 #if defined(__CUDACC__) || defined(__HIPCC__) || defined(__clang__)
@@ -113,48 +117,49 @@ std::int64_t multiprocessors(const ExecSpace& exec) {
   return std::int64_t(exec.concurrency()) / 2048;
 }
 
-/// The peak strict fp32 rate (GFLOP/s) of the NVIDIA GPU `exec` runs on: every
-/// multiprocessor's 128 fp32 lanes (no NVIDIA GPU has more) doing a multiply-add per cycle at
-/// the peak clock. 0 where no bound is known: the host, other devices, and compute capability
-/// 10 on, whose cuBLAS may emulate fp32 on the tensor cores.
+/// What the GPU `exec` runs on reports of its rates (DeviceRates.hpp turns it into the cost
+/// model's): CUDA's properties and clocks, with NVML's word on MIG and the application clock;
+/// HIP's properties. Host backends: an empty report; other GPUs: the multiprocessors alone.
 template <class ExecSpace>
-double fp32_peak_gflops(const ExecSpace& exec) {
+DeviceReport device_report(const ExecSpace& exec) {
+  DeviceReport r;
+  if (is_host_space<ExecSpace>()) return r;
+  r.backend = Backend::OtherDevice;
+  r.multiprocessors = multiprocessors(exec);
 #if defined(KOKKOS_ENABLE_CUDA)
   if constexpr (std::is_same<ExecSpace, Kokkos::Cuda>::value) {
     const auto& prop = exec.cuda_device_prop();
-    if (prop.major >= 10) return 0;
-    int khz = 0;
-    if (cudaDeviceGetAttribute(&khz, cudaDevAttrClockRate, exec.cuda_device()) != cudaSuccess) {
-      (void)cudaGetLastError();  // this query's own error
-      return 0;
-    }
-    return double(prop.multiProcessorCount) * 128 * 2 * khz * 1e-6;
+    r.backend = Backend::Cuda;
+    r.cc_major = prop.major, r.cc_minor = prop.minor;
+    int khz = 0, memory_khz = 0, bits = 0;
+    const int device = exec.cuda_device();
+    if (cudaDeviceGetAttribute(&khz, cudaDevAttrClockRate, device) != cudaSuccess ||
+        cudaDeviceGetAttribute(&memory_khz, cudaDevAttrMemoryClockRate, device) != cudaSuccess ||
+        cudaDeviceGetAttribute(&bits, cudaDevAttrGlobalMemoryBusWidth, device) != cudaSuccess)
+      (void)cudaGetLastError();  // this query's own error: the rates stay unknown
+    r.clock_khz = khz, r.memory_clock_khz = memory_khz, r.memory_bus_bits = bits;
+    unsigned char uuid[16];
+    for (int i = 0; i < 16; ++i) uuid[i] = static_cast<unsigned char>(prop.uuid.bytes[i]);
+    const NvmlReport n = nvml_report(device, uuid);
+    r.nvml = n.read ? DeviceReport::Nvml::Read : DeviceReport::Nvml::Unavailable;
+    r.mig = n.mig, r.mig_memory_share = n.mig_memory_share;
+    r.sm_clock_max_mhz = n.sm_clock_max_mhz, r.sm_clock_app_mhz = n.sm_clock_app_mhz;
   }
 #endif
-  (void)exec;
-  return 0;
-}
-
-/// The peak bandwidth (GB/s) of the memory of the NVIDIA GPU `exec` runs on: two transfers per
-/// memory clock over the bus width, as the device reports them. 0 where unknown (the host, other
-/// devices, a device that reports neither).
-template <class ExecSpace>
-double memory_peak_gbps(const ExecSpace& exec) {
-#if defined(KOKKOS_ENABLE_CUDA)
-  if constexpr (std::is_same<ExecSpace, Kokkos::Cuda>::value) {
-    int khz = 0, bits = 0;
-    if (cudaDeviceGetAttribute(&khz, cudaDevAttrMemoryClockRate, exec.cuda_device()) !=
-            cudaSuccess ||
-        cudaDeviceGetAttribute(&bits, cudaDevAttrGlobalMemoryBusWidth, exec.cuda_device()) !=
-            cudaSuccess) {
-      (void)cudaGetLastError();  // this query's own error
-      return 0;
-    }
-    return 2.0 * khz * 1e-6 * bits / 8;
+#if defined(KOKKOS_ENABLE_HIP)
+#if KOKKOS_VERSION >= 40000
+  using Hip = Kokkos::HIP;
+#else
+  using Hip = Kokkos::Experimental::HIP;
+#endif
+  if constexpr (std::is_same<ExecSpace, Hip>::value) {
+    const auto& prop = exec.hip_device_prop();
+    r.backend = Backend::Hip;
+    r.clock_khz = prop.clockRate, r.memory_clock_khz = prop.memoryClockRate;
+    r.memory_bus_bits = prop.memoryBusWidth;
   }
 #endif
-  (void)exec;
-  return 0;
+  return r;
 }
 
 /// Sixteen bytes of Scalar, loaded and stored as one access (LDG.128/STS.128 on NVIDIA GPUs,

@@ -23,16 +23,20 @@ namespace Impl {
 
 using GpuTerms = CostTerms<GpuRule::terms>;
 
-/// The rates the GPU cost model counts in: this device's where it reports them, else those of
-/// the device its coefficients were fitted on (GpuRule::fitted_*).
-struct GpuRates {
-  double multiprocessors, fp32_gflops, memory_gbps;
-};
+/// The rates the GPU cost model counts in (FusedLinear::GpuRates, which RunInfo reports).
+using GpuRates = FusedLinear::GpuRates;
 
+/// This device's rates where it reports all of them, else every one of the device the
+/// coefficients were fitted on (GpuRule::fitted_*), its multiprocessors included: a device's
+/// count with another device's rates describes no device.
 inline GpuRates gpu_rates(const Facts& f) {
-  return {f.multiprocessors > 0 ? double(f.multiprocessors) : GpuRule::fitted_multiprocessors,
-          f.fp32_gflops > 0 ? f.fp32_gflops : GpuRule::fitted_fp32_gflops,
-          f.memory_gbps > 0 ? f.memory_gbps : GpuRule::fitted_memory_gbps};
+  if (f.multiprocessors > 0 && f.fp32_gflops > 0 && f.memory_gbps > 0)
+    return {double(f.multiprocessors), f.fp32_gflops, f.memory_gbps,
+            f.rates_source == RatesSource::None ? RatesSource::Device : f.rates_source,
+            f.rates_note};
+  return {GpuRule::fitted_multiprocessors, GpuRule::fitted_fp32_gflops, GpuRule::fitted_memory_gbps,
+          RatesSource::Fitted,
+          f.rates_source == RatesSource::Fitted ? f.rates_note : "the device reports no rates"};
 }
 
 /// A path's terms on a GPU: a launch, then what its kernels do, counted from their own tiles and
