@@ -38,18 +38,32 @@ def terms(tool, facts, shapes):
     return replay_tool.terms(tool, replay_tool.rate_options(facts), shapes, 3)
 
 
-def timed(ds, run_ids, tool, facts):
-    """(times, terms) of runs of the dataset: measured() and the library's terms at `facts`."""
-    times = measured([r for run_id in run_ids for r in ds.rows(run_id)])
+def timed(ds, run_ids, tool, facts, devices=None):
+    """(times, terms) of runs of the dataset: measured() and the library's terms at the rates of
+    each run's device (`devices`: {device name: rates}, else `facts`). A shape timed on a device
+    named in `devices` is keyed "SHAPE@DEVICE", apart from the same shape on another device."""
+    groups = {}
+    for run_id in run_ids:
+        device = ds.run(run_id)["device"]
+        groups.setdefault(device if devices and device in devices else None, []).append(run_id)
+    times, x = {}, {}
+    for device, ids in groups.items():
+        here = measured([r for run_id in ids for r in ds.rows(run_id)])
+        if not here:
+            continue
+        here_x = terms(tool, devices[device] if device else facts, sorted(here))
+        tag = (lambda s: s) if device is None else (lambda s, d=device: f"{s}@{d}")
+        times.update({tag(s): t for s, t in here.items()})
+        x.update({(tag(k[0]),) + k[1:]: v for k, v in here_x.items()})
     if not times:
         raise data.DataError(f"runs {', '.join(run_ids)}: no explicit GPU paths timed")
-    return times, terms(tool, facts, sorted(times))
+    return times, x
 
 
-def fit_runs(ds, run_ids, tool, facts, models):
+def fit_runs(ds, run_ids, tool, facts, models, devices=None):
     """(coefficients {(path, precision): [c]}, times, terms) fitted on runs of the dataset, for
-    the models [(path, precision)]."""
-    times, x = timed(ds, run_ids, tool, facts)
+    the models [(path, precision)], each run's terms at its device's rates (timed())."""
+    times, x = timed(ds, run_ids, tool, facts, devices)
     coefficients = {}
     for model in models:
         samples = [
@@ -170,14 +184,19 @@ def main(argv=None):
         ds = data.Dataset(args.data)
         rule = spec.load(args.data / "rules" / "gpu.json")
         run_ids = args.runs or rule["fit"]["runs"]
-        c, times, x = fit_runs(ds, run_ids, args.replay_tool, rule["fit"]["facts"], models_of(rule))
+        devices = rule["fit"].get("devices")
+        c, times, x = fit_runs(
+            ds, run_ids, args.replay_tool, rule["fit"]["facts"], models_of(rule), devices
+        )
         margin = measure_within(c, times, x)
         if args.held_out:
             facts = dict(rule["fit"]["facts"])
             for key in ("multiprocessors", "fp32_gflops", "memory_gbps"):
                 if getattr(args, key) is not None:
                     facts[key] = getattr(args, key)
-            times, x = timed(ds, args.held_out, args.replay_tool, facts)
+            if any(getattr(args, key) is not None for key in facts):
+                devices = None  # the rates given count for every held-out run
+            times, x = timed(ds, args.held_out, args.replay_tool, facts, devices)
     except data.DataError as e:
         print(f"tuning.gpu_model: {e}", file=sys.stderr)
         return 1

@@ -180,7 +180,12 @@ def generate(data_dir, tool, rules_dir=RULES):
     check_runs(ds, gpu["fit"]["runs"], "rules/gpu.json")
     host_c, _, _ = host_model.fit_runs(ds, fit["runs"], tool, fit["threads"], fit["blas"])
     gpu_c, gpu_times, gpu_x = gpu_model.fit_runs(
-        ds, gpu["fit"]["runs"], tool, gpu["fit"]["facts"], gpu_model.models_of(gpu)
+        ds,
+        gpu["fit"]["runs"],
+        tool,
+        gpu["fit"]["facts"],
+        gpu_model.models_of(gpu),
+        gpu["fit"].get("devices"),
     )
     margin = gpu_model.measure_within(gpu_c, gpu_times, gpu_x)
     out = {

@@ -45,6 +45,26 @@ def test_the_devices_rates_reach_the_terms(dataset_dir, fake_tool):
     assert half[key][2] == x[key][2]
 
 
+def test_runs_of_a_device_named_in_devices_count_in_its_rates(dataset_dir, fake_tool):
+    # Both fixture runs were made on "NVIDIA H200": named in `devices` with half the bandwidth,
+    # their terms count in it, and their shapes are keyed apart as "SHAPE@DEVICE".
+    s = gpu_spec(dataset_dir)
+    facts = s["fit"]["facts"]
+    _, _, x = fit(dataset_dir, fake_tool)
+    devices = {"NVIDIA H200": dict(facts, memory_gbps=facts["memory_gbps"] / 2)}
+    _, times, half = gpu_model.fit_runs(
+        data.Dataset(dataset_dir),
+        s["fit"]["runs"],
+        fake_tool,
+        facts,
+        gpu_model.models_of(s),
+        devices,
+    )
+    assert sorted(times) == ["2x64x64@NVIDIA H200", "300x256x512@NVIDIA H200"]
+    key = ("300x256x512", "fused", "strict")
+    assert half[("300x256x512@NVIDIA H200",) + key[1:]][1] == pytest.approx(2 * x[key][1])
+
+
 def test_a_model_never_timed_is_an_error(dataset_dir, fake_tool):
     s = gpu_spec(dataset_dir)
     with pytest.raises(data.DataError, match="vendor/tf32 never timed"):
