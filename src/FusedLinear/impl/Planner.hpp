@@ -152,6 +152,13 @@ struct Timing {
   double timed_ms = 0;  // its timed calls, the warm-ups left out
 };
 
+/// The lower median of n > 0 timed calls (reorders them): the middle one, of an even number the
+/// lower of the two middle ones.
+inline double lower_median(double* timed, int n) {
+  std::nth_element(timed, timed + (n - 1) / 2, timed + n);
+  return timed[(n - 1) / 2];
+}
+
 /// Times one candidate against the best time so far (infinity for the first), by
 /// MeasureRule: `call(i)` runs the i-th call and returns its milliseconds. A warm-up call (two
 /// where the first is over `retry_factor` times the best plus the slack), then timed calls until
@@ -172,19 +179,16 @@ Timing time_candidate(Call&& call, double best_ms,
   }
   double timed[MeasureRule::timed_calls];
   int n = 0;
-  const auto lower_median = [&] {
-    std::nth_element(timed, timed + (n - 1) / 2, timed + n);
-    return timed[(n - 1) / 2];
-  };
   while (n < MeasureRule::timed_calls) {
     const double ms = next();
     timed[n++] = ms;
     t.timed_ms += ms;
     if (n < min_timed) continue;
     if (t.timed_ms >= MeasureRule::enough_ms) break;
-    if (n == min_timed && lower_median() > MeasureRule::first_call_drop_factor * best_ms) break;
+    if (n == min_timed && lower_median(timed, n) > MeasureRule::first_call_drop_factor * best_ms)
+      break;
   }
-  t.ms = lower_median();
+  t.ms = lower_median(timed, n);
   return t;
 }
 
@@ -224,11 +228,7 @@ Retimed retime_pair(Call&& call, int min_timed) {
         std::min(total[0], total[1]) >= MeasureRule::enough_ms)
       break;
   }
-  const auto lower_median = [n](double* t) {
-    std::nth_element(t, t + (n - 1) / 2, t + n);
-    return t[(n - 1) / 2];
-  };
-  return {{lower_median(timed[0]), lower_median(timed[1])}, n};
+  return {{lower_median(timed[0], n), lower_median(timed[1], n)}, n};
 }
 
 /// Times `candidates` in order by time_candidate, their first variants first and then the
@@ -331,13 +331,12 @@ Fastest<CandidatePlan> time_candidates(const std::vector<Choice>& candidates, bo
     }
   }
   if (f.plan && rule_plan && !f.rule) {
-    const auto entry = [&f](const Choice& c) {
-      return std::find_if(f.timed.begin(), f.timed.end(), [&](const Measurement& m) {
-        return m.calls > 0 && m.algorithm == c.algorithm && m.precision == c.precision &&
-               m.variant == c.variant;
-      });
-    };
-    const auto rule_entry = f.timed.begin(), other_entry = entry(f.choice);
+    const auto rule_entry = f.timed.begin();
+    const auto other_entry =
+        std::find_if(f.timed.begin(), f.timed.end(), [&f](const Measurement& m) {
+          return m.calls > 0 && m.algorithm == f.choice.algorithm &&
+                 m.precision == f.choice.precision && m.variant == f.choice.variant;
+        });
     const Choice rule{candidates.front().algorithm, candidates.front().precision, 0};
     CandidatePlan* const plans[2] = {rule_plan, f.plan.get()};
     const Choice choices[2] = {rule, f.choice};
