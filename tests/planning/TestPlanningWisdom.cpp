@@ -1,6 +1,10 @@
 // SPDX-License-Identifier: Apache-2.0
-// Wisdom: a second plan measures nothing, the text round trip, malformed input refused with
-// nothing changed, imported choices used (and ignored where they are not candidates).
+// Wisdom: a second plan measures nothing, the text round trip, malformed input (and version 1)
+// refused with nothing changed, imported choices used (and ignored where they are not
+// candidates), the key's build part, entries of other builds dropped at import.
+#if defined(KOKKOS_ENABLE_CUDA)
+#include <cuda_runtime.h>
+#endif
 #include <sstream>
 #include <string>
 #include <vector>
@@ -17,9 +21,21 @@ std::string exported() {
   FusedLinear::export_wisdom(os);
   return os.str();
 }
-void import_text(const std::string& text) {
+FusedLinear::WisdomImport import_text(const std::string& text) {
   std::istringstream is(text);
-  FusedLinear::import_wisdom(is);
+  return FusedLinear::import_wisdom(is);
+}
+/// A key of this build's (what a key made here starts with), then `rest`.
+std::string this_build(const std::string& rest) {
+  return "library " + FusedLinear::Impl::build_identity() + "; " + rest;
+}
+/// The entry lines of a wisdom text.
+std::vector<std::string> entries_of(const std::string& text) {
+  std::vector<std::string> out;
+  std::istringstream lines(text);
+  for (std::string line; std::getline(lines, line);)
+    if (starts_with(line, "entry\t")) out.push_back(line);
+  return out;
 }
 
 // A second plan of the same kind measures nothing and runs the remembered choice; the wisdom
@@ -61,12 +77,14 @@ TEST(Planning, WisdomRoundTrip) {
   EXPECT_EQ(FusedLinear::wisdom_size(), 2u);
 
   const std::string text = exported();
-  EXPECT_TRUE(starts_with(text, "FusedLinear wisdom 1\n")) << text;
+  EXPECT_TRUE(starts_with(text, "FusedLinear wisdom 2\n")) << text;
   EXPECT_TRUE(contains(text, "\nend\n")) << text;
   FusedLinear::forget_wisdom();
   EXPECT_EQ(FusedLinear::wisdom_size(), 0u);
-  EXPECT_EQ(exported(), "FusedLinear wisdom 1\nend\n");
-  import_text(text);
+  EXPECT_EQ(exported(), "FusedLinear wisdom 2\nend\n");
+  const FusedLinear::WisdomImport counts = import_text(text);
+  EXPECT_EQ(counts.kept, 2u);
+  EXPECT_EQ(counts.other_builds, 0u);
   EXPECT_EQ(FusedLinear::wisdom_size(), 2u);
   EXPECT_EQ(exported(), text) << "export, import, export gives the same text";
 
@@ -124,14 +142,19 @@ TEST(Planning, WisdomRoundTrip) {
 // Malformed wisdom is refused, naming the function and the line, and changes nothing.
 TEST(Planning, MalformedWisdomIsRefusedAndChangesNothing) {
   FusedLinear::forget_wisdom();
-  import_text("FusedLinear wisdom 1\nentry\tsome key\tfused\tstrict\t0\t1.5\nend\n");
+  const std::string head = "FusedLinear wisdom 2\n";
+  const std::string some = this_build("some key"), k2 = this_build("k2");
+  import_text(head + "entry\t" + some + "\tfused\tstrict\t0\t1.5\nend\n");
   const std::string before = exported();
   ASSERT_EQ(FusedLinear::wisdom_size(), 1u);
-  const std::string head = "FusedLinear wisdom 1\n";
   const std::vector<std::pair<std::string, std::string>> bad = {
       {"", "empty"},
       {"not wisdom\n", "not FusedLinear wisdom"},
-      {"FusedLinear wisdom 2\nend\n", "version"},
+      {"FusedLinear wisdom 3\nend\n", "unsupported version"},
+      {"FusedLinear wisdom 0\nend\n", "unsupported version"},
+      // Version 1's keys lack the cuBLAS and driver versions: none would ever match.
+      {"FusedLinear wisdom 1\nentry\t" + k2 + "\tfused\tstrict\t0\t1\nend\n",
+       "version 1, whose keys predate this library's"},
       {head, "truncated"},
       {head + "entry\tk2\tfused\tstrict\t0\t1\n", "truncated"},
       {head + "entry\tk2\tfused\tstrict\t0\nend\n", "tabs"},
@@ -160,12 +183,115 @@ TEST(Planning, MalformedWisdomIsRefusedAndChangesNothing) {
     EXPECT_EQ(exported(), before) << "a refused import changed the wisdom: " << text;
   }
   // A well-formed import adds, replacing entries of the same key.
-  import_text(head +
-              "entry\tsome key\tvendor\tstrict\t0\t1\nentry\tk2\tfused\tstrict\t0\t1\nend\n");
+  import_text(head + "entry\t" + some + "\tvendor\tstrict\t0\t1\nentry\t" + k2 +
+              "\tfused\tstrict\t0\t1\nend\n");
   EXPECT_EQ(FusedLinear::wisdom_size(), 2u);
   EXPECT_TRUE(contains(exported(), "some key\tvendor\t"));
   FusedLinear::forget_wisdom();
   EXPECT_EQ(FusedLinear::wisdom_size(), 0u);
+}
+
+// A version-1 text is refused by name, says to re-measure, and changes nothing: its keys lack
+// parts this library's have, so its entries would never match.
+TEST(Planning, WisdomVersion1IsRefused) {
+  FusedLinear::forget_wisdom();
+  const std::string kept =
+      "FusedLinear wisdom 2\nentry\t" + this_build("kept") + "\tfused\tstrict\t0\t1.5\nend\n";
+  import_text(kept);
+  const std::string v1 =
+      "FusedLinear wisdom 1\nentry\t" + this_build("k") + "\tfused\tstrict\t0\t1.5\nend\n";
+  try {
+    import_text(v1);
+    ADD_FAILURE() << "version 1 accepted";
+  } catch (const std::invalid_argument& e) {
+    EXPECT_TRUE(starts_with(e.what(), "FusedLinear::import_wisdom: line 1: ")) << e.what();
+    EXPECT_TRUE(contains(e.what(), "version 1")) << e.what();
+    EXPECT_TRUE(contains(e.what(), "re-measure")) << e.what();
+  }
+  EXPECT_EQ(exported(), kept);
+  FusedLinear::forget_wisdom();
+}
+
+// The key's build part names the library, Kokkos, Kokkos Kernels and the host ISA, and on CUDA
+// builds the runtime, the driver, cuBLAS and cuBLASLt, whose versions change which path is
+// fastest; the device part names the device.
+TEST(Planning, WisdomKeyNamesTheBuildAndTheDevice) {
+  FusedLinear::forget_wisdom();
+  P p(64, 1024, 300, 14);
+  FakeClock::times.clear();
+  PlanType plan(ExecSpace(), p.X, p.W, p.b, p.Y, 2.f, 0.1f, measured());
+  const std::vector<std::string> lines = entries_of(exported());
+  ASSERT_EQ(lines.size(), 1u);
+  const std::string& key = lines[0];
+  EXPECT_TRUE(starts_with(key, "entry\tlibrary FusedLinear ")) << key;
+  for (const char* part : {", Kokkos ", ", Kokkos Kernels ", ", isa "})
+    EXPECT_TRUE(contains(key, part)) << part << " in " << key;
+  EXPECT_TRUE(contains(key, std::string("; device ") + ExecSpace::name() + ' ')) << key;
+  if (FusedLinear::Impl::is_host_space<ExecSpace>()) {
+    for (const char* part : {" threads ", " blas "})
+      EXPECT_TRUE(contains(key, part)) << part << " in " << key;
+  }
+#if defined(KOKKOS_ENABLE_CUDA)
+  int driver = 0;
+  ASSERT_EQ(cudaDriverGetVersion(&driver), cudaSuccess);
+  EXPECT_TRUE(contains(key, ", CUDA driver " + std::to_string(driver) + ",")) << key;
+#if defined(FUSED_LINEAR_CUBLAS)
+  int major = 0, minor = 0, patch = 0;
+  ASSERT_EQ(cublasGetProperty(MAJOR_VERSION, &major), CUBLAS_STATUS_SUCCESS);
+  ASSERT_EQ(cublasGetProperty(MINOR_VERSION, &minor), CUBLAS_STATUS_SUCCESS);
+  ASSERT_EQ(cublasGetProperty(PATCH_LEVEL, &patch), CUBLAS_STATUS_SUCCESS);
+  EXPECT_TRUE(contains(key, ", cuBLAS " + std::to_string(major) + '.' + std::to_string(minor) +
+                                '.' + std::to_string(patch) + ","))
+      << key;
+#endif
+#if defined(FUSED_LINEAR_CUBLASLT)
+  EXPECT_TRUE(contains(key, ", cuBLASLt " + std::to_string(cublasLtGetVersion()) + ",")) << key;
+#endif
+#endif
+  FusedLinear::forget_wisdom();
+}
+
+// Entries of another build (or naming none) can never match here: import drops them and counts
+// them, so that export never writes them again; this build's entries round-trip.
+TEST(Planning, WisdomOfOtherBuildsIsDroppedAtImport) {
+  FusedLinear::forget_wisdom();
+  P p(64, 1024, 300, 14);
+  FakeClock::times.clear();
+  PlanType plan(ExecSpace(), p.X, p.W, p.b, p.Y, 2.f, 0.1f, measured());
+  const std::string text = exported();
+  const std::vector<std::string> lines = entries_of(text);
+  ASSERT_EQ(lines.size(), 1u);
+  const std::string ours = "entry\tlibrary FusedLinear ";
+  ASSERT_TRUE(starts_with(lines[0], ours)) << lines[0];
+  // The same entry measured by another version of this library, and by a gradient plan of
+  // another build, and a key naming no build.
+  std::string other = lines[0];
+  other.replace(0, ours.size(), "entry\tlibrary FusedLinear 0.0.0-other, ");
+  std::string gradient = lines[0];
+  gradient.replace(0, ours.size(), "entry\tgradient; library FusedLinear 0.0.0-other, ");
+  const std::string nobuild = "entry\tno build\tfused\tstrict\t0\t1";
+  const std::string mixed = "FusedLinear wisdom 2\n" + other + "\n" + lines[0] + "\n" + gradient +
+                            "\n" + nobuild + "\nend\n";
+  FusedLinear::forget_wisdom();
+  const FusedLinear::WisdomImport counts = import_text(mixed);
+  EXPECT_EQ(counts.kept, 1u);
+  EXPECT_EQ(counts.other_builds, 3u);
+  EXPECT_EQ(FusedLinear::wisdom_size(), 1u);
+  EXPECT_EQ(exported(), text) << "only this build's entry comes back out";
+  // And it is used: a plan of the same kind measures nothing.
+  const int calls = FakeClock::calls;
+  PlanType again(ExecSpace(), p.X, p.W, p.b, p.Y, 2.f, 0.1f, measured());
+  EXPECT_EQ(FakeClock::calls, calls);
+  EXPECT_TRUE(again.info().from_wisdom);
+  // A file of other builds only adds nothing, and is no error.
+  FusedLinear::forget_wisdom();
+  const FusedLinear::WisdomImport none =
+      import_text("FusedLinear wisdom 2\n" + other + "\n" + gradient + "\nend\n");
+  EXPECT_EQ(none.kept, 0u);
+  EXPECT_EQ(none.other_builds, 2u);
+  EXPECT_EQ(FusedLinear::wisdom_size(), 0u);
+  EXPECT_EQ(exported(), "FusedLinear wisdom 2\nend\n");
+  FusedLinear::forget_wisdom();
 }
 
 }  // namespace

@@ -645,8 +645,8 @@ TEST(SharedStateCuda, WisdomIdentifiesTheCublasLtAlgorithm) {
   // The round trip through the text format keeps the configuration.
   FusedLinear::forget_wisdom();
   const std::string text =
-      "FusedLinear wisdom 1\nentry\tk\tvendor_lt\tstrict\t3:" + measured.variant_config() +
-      "\t0.5\nend\n";
+      "FusedLinear wisdom 2\nentry\tlibrary " + FusedLinear::Impl::build_identity() +
+      "; k\tvendor_lt\tstrict\t3:" + measured.variant_config() + "\t0.5\nend\n";
   std::istringstream is(text);
   FusedLinear::import_wisdom(is);
   std::ostringstream os;

@@ -312,8 +312,9 @@ double fixed_clock(Algorithm a, Precision, int, int, double) {
 // extents as "1.000x..."; under the C locale de_DE, strtod would read "1234.5" as 1234.
 TEST(SharedState, WisdomTextIgnoresTheLocale) {
   FusedLinear::forget_wisdom();
-  const std::string text =
-      std::string("FusedLinear wisdom 1\n") + "entry\tsome key\tfused\tstrict\t0\t1234.5\nend\n";
+  const std::string text = "FusedLinear wisdom 2\nentry\tlibrary " +
+                           FusedLinear::Impl::build_identity() +
+                           "; some key\tfused\tstrict\t0\t1234.5\nend\n";
   {
     GlobalLocale german(std::locale(std::locale::classic(), new GroupingComma));
     std::istringstream is(text);
@@ -356,7 +357,9 @@ TEST(SharedState, WisdomTextIgnoresTheLocale) {
 // mask kept; invalid input gives std::invalid_argument.
 TEST(SharedState, WisdomImportKeepsTheStreamsExceptionMask) {
   FusedLinear::forget_wisdom();
-  const std::string text = "FusedLinear wisdom 1\nentry\tk\tfused\tstrict\t0\t1.5\nend\n";
+  const std::string text = "FusedLinear wisdom 2\nentry\tlibrary " +
+                           FusedLinear::Impl::build_identity() +
+                           "; k\tfused\tstrict\t0\t1.5\nend\n";
   std::istringstream is(text);
   is.exceptions(std::ios::failbit | std::ios::badbit);
   try {
@@ -366,7 +369,7 @@ TEST(SharedState, WisdomImportKeepsTheStreamsExceptionMask) {
   }
   EXPECT_EQ(FusedLinear::wisdom_size(), 1u);
   EXPECT_EQ(is.exceptions(), std::ios::failbit | std::ios::badbit);
-  std::istringstream bad("FusedLinear wisdom 1\nentry\tk\tfused\n");
+  std::istringstream bad("FusedLinear wisdom 2\nentry\tk\tfused\n");
   bad.exceptions(std::ios::failbit | std::ios::badbit);
   EXPECT_THROW(FusedLinear::import_wisdom(bad), std::invalid_argument);
   EXPECT_EQ(bad.exceptions(), std::ios::failbit | std::ios::badbit);

@@ -1,8 +1,9 @@
 // SPDX-License-Identifier: Apache-2.0
 /// \file impl/Wisdom.hpp
 /// What Planning::Measure learned, kept for the process (FFTW's wisdom): a measured choice per
-/// key, the key naming everything the choice depends on (device or CPU, backend, value type,
-/// layouts, extents, strides and alignment, precision floor, request, tuning, the candidates).
+/// key, the key naming everything the choice depends on (the build, device or CPU, backend,
+/// value type, layouts, extents, strides and alignment, precision floor, request, tuning, the
+/// candidates). Entries of another build are dropped at import: they could never match.
 /// Process-wide by design, behind one lock; FusedLinear/Wisdom.hpp is the public side.
 #ifndef FUSED_LINEAR_IMPL_WISDOM_HPP
 #define FUSED_LINEAR_IMPL_WISDOM_HPP
@@ -34,7 +35,9 @@
 #include "FusedLinear/impl/Fork.hpp"
 #include "FusedLinear/impl/HostBlas.hpp"
 #include "FusedLinear/impl/Planner.hpp"
+#include "FusedLinear/impl/cuda/CublasHandle.hpp"
 #include "FusedLinear/impl/cuda/CublasLt.hpp"
+#include "FusedLinear/impl/cuda/Device.hpp"
 #include "FusedLinear/impl/kernels/Common.hpp"
 
 namespace FusedLinear {
@@ -47,8 +50,9 @@ struct WisdomEntry {
   double ms = 0;
 };
 
-/// The first line of the text format; the number is its version.
-inline constexpr const char* wisdom_header = "FusedLinear wisdom 1";
+/// The first line of the text format; the number is its version (2: keys name the CUDA driver's
+/// and cuBLAS's versions, so no key of version 1 matches one made now).
+inline constexpr const char* wisdom_header = "FusedLinear wisdom 2";
 
 /// A key as one line of text: tabs and line breaks (which the format uses) become spaces.
 inline std::string wisdom_text(std::string s) {
@@ -73,8 +77,8 @@ inline const std::string& cpu_model() {
 }
 
 /// What the device is, as far as it changes which path is fastest: the GPU's name, compute
-/// capability and multiprocessors (and cuBLASLt's version, whose kernels the vendor paths run);
-/// on the host the CPU model, the threads the instance runs and the BLAS library loaded.
+/// capability and multiprocessors; on the host the CPU model, the threads the instance runs and
+/// the BLAS library loaded. (The CUDA libraries' versions are the build's: build_identity.)
 template <class ExecSpace>
 std::string device_identity(const ExecSpace& exec) {
   std::ostringstream os;
@@ -84,9 +88,6 @@ std::string device_identity(const ExecSpace& exec) {
   if constexpr (std::is_same<ExecSpace, Kokkos::Cuda>::value) {
     const cudaDeviceProp& p = exec.cuda_device_prop();
     os << p.name << " cc" << p.major << '.' << p.minor << " sms " << p.multiProcessorCount;
-#if defined(FUSED_LINEAR_CUBLASLT)
-    os << " cublasLt " << cublasLtGetVersion();
-#endif
     return wisdom_text(os.str());
   }
 #endif
@@ -133,8 +134,10 @@ constexpr const char* host_isa() {
 #endif
 }
 
-/// What built the code a choice was measured on: this library's version, Kokkos', Kokkos
-/// Kernels', CUDA's (cuBLASLt's is in the device's identity) and the host vector ISA.
+/// What built and runs the code a choice was measured on: this library's version, Kokkos',
+/// Kokkos Kernels', on CUDA builds the runtime's, the driver's, cuBLAS's and cuBLASLt's (whose
+/// kernels the vendor paths run), and the host vector ISA. A key's build part: an entry of
+/// another build never matches here, and import drops it. No "; " in it (it ends the part).
 inline std::string build_identity() {
   std::ostringstream os;
   os.imbue(std::locale::classic());
@@ -142,11 +145,36 @@ inline std::string build_identity() {
      << '.' << KOKKOS_VERSION / 100 % 100 << '.' << KOKKOS_VERSION % 100 << ", Kokkos Kernels "
      << FUSED_LINEAR_KOKKOSKERNELS_VERSION_STRING;
 #if defined(KOKKOS_ENABLE_CUDA)
-  os << ", CUDA runtime " << CUDART_VERSION;
+  os << ", CUDA runtime " << CUDART_VERSION << ", CUDA driver " << cuda_driver_version();
+#endif
+#if defined(FUSED_LINEAR_CUBLAS)
+  os << ", cuBLAS " << cublas_version();
+#endif
+#if defined(FUSED_LINEAR_CUBLASLT)
+  os << ", cuBLASLt " << cublasLtGetVersion();
 #endif
   os << ", isa " << host_isa();
-  return os.str();
+  return wisdom_text(os.str());
 }
+
+/// The build part of a key: what follows "library " (at the start, or after "; " as in a
+/// gradient's keys) up to the next "; "; empty where the key names none.
+inline std::string wisdom_build_of(const std::string& key) {
+  std::string::size_type at = 0;
+  if (key.rfind("library ", 0) != 0) {
+    at = key.find("; library ");
+    if (at == std::string::npos) return {};
+    at += 2;
+  }
+  at += 8;  // "library "
+  const auto end = key.find("; ", at);
+  return key.substr(at, end == std::string::npos ? std::string::npos : end - at);
+}
+
+/// What an import kept and dropped.
+struct WisdomCounts {
+  std::size_t kept = 0, other_builds = 0;
+};
 
 /// The key of a measured decision: everything the candidates and their times depend on besides
 /// the values (multiplier and slope only through "multiplier 0", which changes the candidates).
@@ -228,10 +256,11 @@ class WisdomStore {
     if (!os) throw std::runtime_error("FusedLinear::export_wisdom: cannot write the stream");
   }
 
-  /// Reads the text format whole, then adds its entries (replacing those of the same keys);
-  /// std::invalid_argument naming `function` and the line for anything malformed, and then
-  /// nothing has changed.
-  void read(std::istream& is, const char* function) {
+  /// Reads the text format whole, then adds its entries whose build part is `build` (replacing
+  /// those of the same keys) and drops the others, which could never match; counts both.
+  /// std::invalid_argument naming `function` and the line for anything malformed or of another
+  /// version, and then nothing has changed.
+  WisdomCounts read(std::istream& is, const char* function, const std::string& build) {
     // The caller's exception mask is set aside while reading (getline sets failbit at the end
     // of valid input) and put back after, without the state bits it would throw for.
     struct KeepMask {
@@ -262,6 +291,10 @@ class WisdomStore {
       number = 1;
       fail("empty input, expected \"" + std::string(wisdom_header) + "\"");
     }
+    if (line == "FusedLinear wisdom 1")
+      fail("\"" + line +
+           "\" is version 1, whose keys predate this library's (they lack the CUDA driver's "
+           "and cuBLAS's versions) and would never match: re-measure, and export again");
     if (line.rfind("FusedLinear wisdom ", 0) == 0 && line != wisdom_header)
       fail("unsupported version \"" + line + "\" (this library reads \"" + wisdom_header + "\")");
     if (line != wisdom_header)
@@ -325,8 +358,17 @@ class WisdomStore {
     if (!ended) fail("no \"end\" line: the input is truncated");
     while (next())
       if (!line.empty()) fail("text after \"end\"");
+    WisdomCounts counts;
     std::lock_guard<std::mutex> lock(m_mutex);
-    for (auto& e : read) m_entries[e.first] = e.second;
+    for (auto& e : read) {
+      if (wisdom_build_of(e.first) != build) {
+        ++counts.other_builds;
+        continue;
+      }
+      m_entries[e.first] = e.second;
+      ++counts.kept;
+    }
+    return counts;
   }
 
  private:

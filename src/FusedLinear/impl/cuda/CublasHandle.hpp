@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 /// \file CublasHandle.hpp
 /// Kokkos Kernels' cuBLAS handle: one per process, shared with the rest of the application.
-/// The one place FusedLinear touches it.
+/// The one place FusedLinear touches it (and cuBLAS's version, which wisdom's keys name).
 #ifndef FUSED_LINEAR_IMPL_CUDA_CUBLAS_HANDLE_HPP
 #define FUSED_LINEAR_IMPL_CUDA_CUBLAS_HANDLE_HPP
 
@@ -19,6 +19,20 @@
 
 namespace FusedLinear {
 namespace Impl {
+
+/// The version of the cuBLAS library loaded, "major.minor.patch" (cublasGetProperty: a library
+/// query, no handle and no device), or "unknown" where it fails. Read once per process.
+inline const std::string& cublas_version() {
+  static const std::string version = [] {
+    int major = 0, minor = 0, patch = 0;
+    if (cublasGetProperty(MAJOR_VERSION, &major) != CUBLAS_STATUS_SUCCESS ||
+        cublasGetProperty(MINOR_VERSION, &minor) != CUBLAS_STATUS_SUCCESS ||
+        cublasGetProperty(PATCH_LEVEL, &patch) != CUBLAS_STATUS_SUCCESS)
+      return std::string("unknown");
+    return std::to_string(major) + '.' + std::to_string(minor) + '.' + std::to_string(patch);
+  }();
+  return version;
+}
 
 /// Points Kokkos Kernels' shared cuBLAS handle at the caller's stream (with Kokkos Kernels 3.4,
 /// whose gemm takes no execution space; 4.x sets the stream itself) and sets its math mode for

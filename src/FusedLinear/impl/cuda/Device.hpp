@@ -25,6 +25,22 @@ inline void cuda_check(cudaError_t e, const char* function, const char* what) {
                              cudaGetErrorString(e) + ")");
 }
 
+/// The CUDA driver's version (cudaDriverGetVersion: 12080 is 12.8), or 0 where there is no
+/// driver or the query fails. Read once: it cannot change in a process. It acts on no device
+/// and makes no context, so it needs no CudaDeviceGuard (import_wisdom calls it outside one);
+/// a failure's error is taken off the thread, being this query's own.
+inline int cuda_driver_version() {
+  static const int version = [] {
+    int v = 0;
+    if (cudaDriverGetVersion(&v) != cudaSuccess) {
+      (void)cudaGetLastError();
+      v = 0;
+    }
+    return v;
+  }();
+  return version;
+}
+
 /// Makes `device` (the device of the caller's execution space instance) current on this thread
 /// for a scope and restores the thread's previous device after: direct CUDA calls (cuBLASLt, the
 /// sm_90a kernels, allocations, attribute queries) act on the current device, which in an
