@@ -325,6 +325,11 @@ struct MadeUpCandidate {
   int variants() const { return count; }
   void select(int) {}
 };
+/// A made-up candidate that records the variant last selected.
+struct Tracked : MadeUpCandidate {
+  int* selected = nullptr;
+  void select(int v) { *selected = v; }
+};
 TEST(Planning, BoundAndBudgetLeaveCandidatesUntimed) {
   using Rule = Impl::MeasureRule;
   const Choice sm90{Algorithm::FusedSm90, Precision::TF32x3, 0};
@@ -385,10 +390,6 @@ TEST(Planning, BoundAndBudgetLeaveCandidatesUntimed) {
   // again, and it becomes the plan with that variant selected.
   {
     int made = 0, selected = -1;
-    struct Tracked : MadeUpCandidate {
-      int* selected = nullptr;
-      void select(int v) { *selected = v; }
-    };
     const auto make_tracked = [&](const Choice& c) {
       ++made;
       auto out = std::make_unique<Tracked>();
@@ -488,10 +489,6 @@ TEST(Planning, MeasureRetimesTheRuleAgainstTheWinner) {
   const Choice lt{Algorithm::VendorLt, Precision::Strict, 0};
   const auto no_bound = [](const Choice&) { return 0.0; };
   int made = 0, selected = -1;
-  struct Tracked : MadeUpCandidate {
-    int* selected = nullptr;
-    void select(int v) { *selected = v; }
-  };
   const auto make = [&](const Choice& c) {
     ++made;
     auto out = std::make_unique<Tracked>();

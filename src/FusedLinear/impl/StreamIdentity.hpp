@@ -30,12 +30,7 @@ namespace Impl {
 template <class ExecSpace>
 std::optional<std::uint64_t> plan_scope(const ExecSpace& exec) {
 #if defined(KOKKOS_ENABLE_HIP)
-#if KOKKOS_VERSION >= 40000
-  using Hip = Kokkos::HIP;
-#else
-  using Hip = Kokkos::Experimental::HIP;
-#endif
-  if constexpr (std::is_same<ExecSpace, Hip>::value) {
+  if constexpr (std::is_same<ExecSpace, HipSpace>::value) {
     const hipStream_t stream = exec.hip_stream();
     if (stream == nullptr || stream == hipStreamPerThread) return std::nullopt;  // per thread
     return std::uint64_t(reinterpret_cast<std::uintptr_t>(stream));

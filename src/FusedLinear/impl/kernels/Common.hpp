@@ -76,15 +76,16 @@ struct ExecutionSpaceTraits<Kokkos::Experimental::HPX> {
 };
 #endif
 #if defined(KOKKOS_ENABLE_HIP)
+/// Kokkos' HIP execution space, under the name of the Kokkos in use.
+#if KOKKOS_VERSION >= 40000
+using HipSpace = Kokkos::HIP;
+#else
+using HipSpace = Kokkos::Experimental::HIP;
+#endif
 // AMD's CDNA (data-centre) GPUs execute 64-wide wavefronts, the RDNA ones Kokkos 4 supports
 // 32-wide.
-#if KOKKOS_VERSION >= 40000
 template <>
-struct ExecutionSpaceTraits<Kokkos::HIP> {
-#else
-template <>
-struct ExecutionSpaceTraits<Kokkos::Experimental::HIP> {
-#endif
+struct ExecutionSpaceTraits<HipSpace> {
   static constexpr bool host = false;
 #if defined(KOKKOS_ARCH_AMD_GFX1030) || defined(KOKKOS_ARCH_AMD_GFX1100) || \
     defined(KOKKOS_ARCH_AMD_GFX1103)
@@ -147,12 +148,7 @@ DeviceReport device_report(const ExecSpace& exec) {
   }
 #endif
 #if defined(KOKKOS_ENABLE_HIP)
-#if KOKKOS_VERSION >= 40000
-  using Hip = Kokkos::HIP;
-#else
-  using Hip = Kokkos::Experimental::HIP;
-#endif
-  if constexpr (std::is_same<ExecSpace, Hip>::value) {
+  if constexpr (std::is_same<ExecSpace, HipSpace>::value) {
     const auto& prop = exec.hip_device_prop();
     r.backend = Backend::Hip;
     r.clock_khz = prop.clockRate, r.memory_clock_khz = prop.memoryClockRate;
